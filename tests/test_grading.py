@@ -1,0 +1,346 @@
+"""Tests of the project's one grading interface (grpo_budget.grading)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from grpo_budget.grading import (
+    ANSWER_TYPES,
+    Grade,
+    grade,
+    grade_many,
+    last_boxed,
+    make_reward_function,
+    normalize_option,
+    parse_number,
+)
+
+
+def ok(completion, gold, answer_type, mode="lenient", pattern=None):
+    return grade(completion, gold, answer_type, mode=mode, pattern=pattern).correct
+
+
+# --------------------------------------------------------------------------- boxes
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (r"\boxed{5}", "5"),
+        (r"a \boxed{1} b \boxed{2}", "2"),
+        (r"\boxed{\frac{1}{2}}", r"\frac{1}{2}"),
+        (r"\boxed{\left\{ 1, 2 \right\}}", r"\left\{ 1, 2 \right\}"),
+        (r"\boxed{a{b{c}}d}", "a{b{c}}d"),
+        (r"\boxed{}", ""),
+        (r"\boxed {7}", "7"),
+        (r"\boxed 7", "7"),
+        (r"\fbox{3}", "3"),
+        ("no box", None),
+        (r"\boxed{12", None),  # unclosed (truncated) box
+    ],
+)
+def test_last_boxed(text, expected):
+    assert last_boxed(text) == expected
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+@pytest.mark.parametrize(
+    "completion, gold",
+    [
+        (r"\boxed{72}", "72"),
+        (r"\boxed{1,000}", "1000"),
+        (r"\boxed{1000}", "1,000"),
+        (r"\boxed{1{,}000}", "1000"),
+        (r"\boxed{1\,000}", "1000"),
+        (r"\boxed{\$18}", "18"),
+        (r"\boxed{18 \text{ dollars}}", "18"),
+        (r"\boxed{18 dollars}", "18"),
+        (r"\boxed{5 cm}", "5"),
+        (r"\boxed{5 \text{ cm}^2}", "5"),
+        (r"\boxed{50\%}", "50"),
+        (r"\boxed{7.0}", "7"),
+        (r"\boxed{7.00}", "7"),
+        (r"\boxed{-3}", "-3"),
+        (r"\boxed{−3}", "-3"),  # unicode minus
+        (r"\boxed{0.5}", "0.5"),
+        (r"\boxed{\frac{1}{2}}", "0.5"),
+        (r"\boxed{\dfrac{3}{4}}", "0.75"),
+        (r"\boxed{-\frac{3}{4}}", "-0.75"),
+        (r"\boxed{x = 12}", "12"),
+        (r"First \boxed{3}, then corrected: \boxed{4}", "4"),
+        ("The answer is 42.", "42"),
+        ("The answer is: $1,234.", "1234"),
+        ("Answer: -7", "-7"),
+        ("She has 5 apples.\n#### 1,000", "1000"),
+        ("5 + 3 = 8 so 8 apples remain", "8"),
+        ("so 0.333333 is it", "0.3333333"),  # within 1e-6 relative
+    ],
+)
+def test_number_correct(completion, gold):
+    g = grade(completion, gold, "number")
+    assert g.correct, g
+    assert g.format_ok
+
+
+@pytest.mark.parametrize(
+    "completion, gold",
+    [
+        (r"\boxed{71}", "72"),
+        (r"\boxed{3}", "-3"),
+        (r"\boxed{100}", "1000"),
+        (r"\boxed{0.33}", "0.3333333"),
+        (r"\boxed{72} no wait \boxed{73}", "72"),  # last box wins
+        ("The answer is 41. Check: 42 apples.", "41.5"),
+    ],
+)
+def test_number_wrong(completion, gold):
+    g = grade(completion, gold, "number")
+    assert not g.correct
+
+
+def test_number_strict_requires_last_box():
+    assert ok(r"\boxed{9}", "9", "number", mode="strict")
+    assert not ok("The answer is 9", "9", "number", mode="strict")
+    g = grade("The answer is 9", "9", "number", mode="strict")
+    assert not g.format_ok and g.extracted is None
+    # empty box = format failure, counted apart from a wrong answer
+    g = grade(r"it is 9 \boxed{}", "9", "number", mode="strict")
+    assert (g.correct, g.format_ok) == (False, False)
+    # the earlier box does not count in strict mode when the last one is empty
+    assert not ok(r"\boxed{9} \boxed{}", "9", "number", mode="strict")
+    # unclosed box
+    assert not grade(r"\boxed{9", "9", "number", mode="strict").format_ok
+
+
+def test_number_lenient_fallbacks():
+    assert ok(r"it is 9 \boxed{}", "9", "number")  # empty box -> fall back
+    assert ok("#### 9", "9", "number")
+    assert ok("The final answer is 9 apples.", "9", "number")
+    assert ok("blah blah 3 then 9", "9", "number")  # last number
+    g = grade("no digits at all", "9", "number")
+    assert (g.correct, g.format_ok) == (False, False)
+    g = grade("The answer is 8", "9", "number")
+    assert (g.correct, g.format_ok, g.extracted) == (False, True, "8")
+
+
+def test_parse_number():
+    assert parse_number("1,000") == 1000
+    assert parse_number("$1,234.50") == 1234.5
+    assert parse_number("-12") == -12
+    assert parse_number("3/4") == 0.75
+    assert parse_number(r"\frac12") == 0.5
+    assert parse_number("x") is None
+    assert parse_number("1/0") is None
+
+
+def test_pattern_overrides_extraction():
+    pattern = r"=\s*(-?\d+)"
+    assert ok("7 0 5 4 = 4", "4", "number", pattern=pattern)
+    assert ok("3 1 = 2 ... 7 0 5 4 = 4", "4", "number", pattern=pattern)  # last match
+    assert not ok(r"7 0 5 4 = 5 \boxed{4}", "4", "number", pattern=pattern)
+    g = grade("7 0 5 4", "4", "number", pattern=pattern)
+    assert (g.correct, g.format_ok) == (False, False)
+    assert ok("got 3 then 12", "12", "number", pattern=r"\d+")  # no group: whole last match
+    assert ok("result: <C>", "(C)", "option", pattern=r"<([A-G])>")
+    with pytest.raises(ValueError):
+        grade("x", "1", "number", pattern="(unclosed")
+
+
+# --------------------------------------------------------------------------- options
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        r"So the answer is \boxed{(C)}.",
+        r"\boxed{C}",
+        r"\boxed{\text{(C)}}",
+        r"\boxed{(C) orange ball}",
+        r"\boxed{\textbf{C}}",
+        r"Bob has the pink ball, option (A)... \boxed{(C)}",
+        "So the answer is (C).",
+        "The answer is C.",
+        "Answer: (C) pink ball",
+        "At the end Bob has the pink ball (C).",
+    ],
+)
+def test_option_correct(completion):
+    assert ok(completion, "(C)", "option"), grade(completion, "(C)", "option")
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        r"\boxed{(B)}",
+        r"\boxed{(C)} wait \boxed{(D)}",
+        "So the answer is (A).",
+        "The answer is Alice (B)",
+    ],
+)
+def test_option_wrong(completion):
+    g = grade(completion, "(C)", "option")
+    assert g.format_ok and not g.correct, g
+
+
+def test_option_strict_and_format_failures():
+    assert ok(r"\boxed{(C)}", "(C)", "option", mode="strict")
+    assert ok(r"\boxed{C}", "C", "option", mode="strict")
+    g = grade("So the answer is (C).", "(C)", "option", mode="strict")
+    assert (g.correct, g.format_ok) == (False, False)
+    g = grade(r"\boxed{pink ball}", "(C)", "option", mode="strict")
+    assert not g.format_ok
+    g = grade("Alice, Bob and Eve swap.", "(C)", "option")  # no option named
+    assert not g.format_ok
+
+
+def test_normalize_option():
+    assert normalize_option("(C)") == "C"
+    assert normalize_option(" c ") == "C"
+    assert normalize_option(r"\text{(G)}") == "G"
+    assert normalize_option("Alice") is None
+    assert normalize_option("(H)") is None
+
+
+# --------------------------------------------------------------------------- math
+
+
+@pytest.mark.parametrize(
+    "completion, gold",
+    [
+        (r"\boxed{\frac{1}{2}}", r"\frac{1}{2}"),
+        (r"\boxed{\dfrac{1}{2}}", r"\frac{1}{2}"),
+        (r"\boxed{0.5}", r"\frac12"),
+        (r"\boxed{\frac12}", "0.5"),
+        (r"\boxed{-\frac{3}{4}}", r"-\dfrac{3}{4}"),
+        (r"\boxed{\frac{\sqrt{3}}{2}}", r"\frac{\sqrt3}{2}"),
+        (r"\boxed{8+4i}", "8+4i"),
+        (r"\boxed{(-\infty, 3]}", r"(-\infty,3]"),
+        (r"\boxed{10,\!000}", "10000"),
+        (r"The value is $\boxed{x^2+2x+1}$.", "(x+1)^2"),
+        (r"first \boxed{1} then \boxed{\pi}", r"\pi"),  # last box wins
+        (r"\boxed{\text{(C)}}", r"\text{(C)}"),
+        ("The final answer is $3$.", "3"),  # lenient, no box
+        (r"\boxed{\boxed{5}}", "5"),
+    ],
+)
+def test_math_correct(completion, gold):
+    g = grade(completion, gold, "math")
+    assert g.correct, g
+
+
+@pytest.mark.parametrize(
+    "completion, gold",
+    [
+        (r"\boxed{\frac{1}{3}}", r"\frac{1}{2}"),
+        (r"\boxed{\pi} then \boxed{1}", r"\pi"),
+        (r"\boxed{-\frac{3}{4}}", r"\frac{3}{4}"),
+        (r"\boxed{(-\infty, 3)}", r"(-\infty,3]"),
+    ],
+)
+def test_math_wrong(completion, gold):
+    g = grade(completion, gold, "math")
+    assert g.format_ok and not g.correct, g
+
+
+def test_math_strict_and_empty_box():
+    assert ok(r"\boxed{\frac{1}{2}}", "0.5", "math", mode="strict")
+    g = grade("The final answer is $3$.", "3", "math", mode="strict")
+    assert (g.correct, g.format_ok) == (False, False)
+    g = grade(r"so \boxed{}", "3", "math", mode="strict")
+    assert (g.correct, g.format_ok) == (False, False)
+    g = grade("no math here whatsoever", "3", "math")
+    assert not g.correct
+
+
+def test_math_works_outside_main_thread():
+    out = {}
+
+    def run():
+        out["g"] = grade(r"\boxed{\dfrac{1}{2}}", "0.5", "math")
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(60)
+    assert out["g"].correct
+
+
+def test_math_odd_input_returns_quickly(monkeypatch):
+    import time
+
+    import grpo_budget.grading as grading
+
+    monkeypatch.setattr(grading, "MATH_TIMEOUT_S", 1)  # math-verify's timeouts must take effect
+
+    nasty = [
+        r"\boxed{" + "{" * 300 + "}" * 300 + "}",
+        r"\boxed{" + r"\frac{1}{" * 50 + "2" + "}" * 50 + "}",
+        r"\boxed{10^{10^{10^{10}}}}",
+        r"\boxed{\left( \right.}",
+        r"\boxed{" + "x" * 10000 + "}",
+        "$" * 500,
+    ]
+    t0 = time.time()
+    for text in nasty:
+        g = grade(text, "1", "math")
+        assert isinstance(g, Grade) and not g.correct
+    assert time.time() - t0 < 15
+
+
+# --------------------------------------------------------------------------- API
+
+
+def test_grade_many_and_validation():
+    gs = grade_many([r"\boxed{1}", r"\boxed{2}", "none"], ["1", "1", "1"], "number", mode="strict")
+    assert [g.correct for g in gs] == [True, False, False]
+    assert [g.format_ok for g in gs] == [True, True, False]
+    with pytest.raises(ValueError):
+        grade_many(["a"], ["1", "2"], "number")
+    with pytest.raises(ValueError):
+        grade("x", "1", "date")
+    with pytest.raises(ValueError):
+        grade("x", "1", "number", mode="loose")
+
+
+def test_reward_function_trl_style():
+    f = make_reward_function("option")
+    assert f.__name__ == "correct"
+    completions = [
+        [{"role": "assistant", "content": r"thinking... \boxed{(B)}"}],
+        r"\boxed{(A)}",
+        [{"role": "assistant", "content": ""}],
+    ]
+    assert f(completions, answer=["(B)", "(B)", "(B)"], prompts=["p"] * 3) == [1.0, 0.0, 0.0]
+    toy = make_reward_function("number", pattern=r"=\s*(-?\d+)")
+    assert toy(["7 0 5 4 = 4", "7 0 5 4 = 5"], ["4", "4"]) == [1.0, 0.0]
+
+
+# --------------------------------------------------------------------------- property
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=st.one_of(
+        st.text(max_size=300),
+        st.lists(
+            st.sampled_from(
+                ["\\boxed{", "{", "}", "\\frac", "\\dfrac", "1", "-", ",", ".", "000", "(C)", "$", "%", "=",
+                 "answer is", "####", " ", "\\text{", "\\sqrt", "^", "\\left(", "\\right)", "x", "/", "\\"]
+            ),
+            max_size=60,
+        ).map("".join),
+    ),
+    gold=st.sampled_from(["1", "(C)", "-2.5", r"\frac{1}{2}", "1,000", ""]),
+    answer_type=st.sampled_from(ANSWER_TYPES),
+    mode=st.sampled_from(["strict", "lenient"]),
+)
+def test_graders_never_raise(text, gold, answer_type, mode):
+    g = grade(text, gold, answer_type, mode=mode)
+    assert isinstance(g, Grade)
+    assert isinstance(g.correct, bool) and isinstance(g.format_ok, bool)
+    assert not (g.correct and not g.format_ok)
