@@ -95,6 +95,7 @@ def test_number_correct(completion, gold):
         (r"\boxed{3}", "-3"),
         (r"\boxed{100}", "1000"),
         (r"\boxed{0.33}", "0.3333333"),
+        (r"\boxed{192000004}", "192000000"),  # integers compare exactly
         (r"\boxed{72} no wait \boxed{73}", "72"),  # last box wins
         ("The answer is 41. Check: 42 apples.", "41.5"),
     ],

@@ -207,6 +207,10 @@ def _format_number(x: float) -> str:
 
 
 def _numbers_equal(a: float, b: float) -> bool:
+    # Integers compare exactly (a relative tolerance would accept 192000004 for
+    # 192000000); decimals within 1e-6 relative (0.333333 vs 1/3 style answers).
+    if a == int(a) and b == int(b):
+        return a == b
     return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
 
 
@@ -341,6 +345,29 @@ def _parse_math_gold(gold: str) -> tuple:
     return tuple(parsed)
 
 
+_BASE_RE = re.compile(r"^\s*\$?\s*([0-9A-Za-z]+)\s*_\s*\{?\s*(\d+)\s*\}?\s*\$?\s*$")
+
+
+def _base_notation(s: str) -> tuple[str, str] | None:
+    m = _BASE_RE.match(s)
+    return (m.group(1).upper(), m.group(2)) if m else None
+
+
+def _tiny_numbers_differ(gold_parsed: list, pred: list) -> bool:
+    """math-verify rounds to 6 decimals, so 2^-98 "equals" 2^-93; compare such values exactly."""
+    try:
+        a, b = gold_parsed[0], pred[0]
+        if not (getattr(a, "is_number", False) and getattr(b, "is_number", False)):
+            return False
+        fa, fb = complex(a.evalf(30)), complex(b.evalf(30))
+        scale = max(abs(fa), abs(fb))
+        if scale == 0 or scale >= 1e-3:
+            return False
+        return abs(fa - fb) > 1e-6 * scale
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def _grade_math(extracted: str, gold: str, boxed: bool) -> Grade:
     pred = _mv_parse("\\boxed{" + extracted + "}" if boxed else extracted, boxed_only=boxed)
     if not pred:
@@ -349,7 +376,16 @@ def _grade_math(extracted: str, gold: str, boxed: bool) -> Grade:
     gold_parsed = list(_parse_math_gold(str(gold)))
     if not gold_parsed:
         return Grade(False, True, shown)
-    return Grade(_mv_verify(gold_parsed, pred), True, shown)
+    correct = _mv_verify(gold_parsed, pred)
+    if correct:
+        # Guards for two known math-verify blind spots (it only ever tightens):
+        # base subscripts are dropped ("2215_6" == "2215_7"), tiny numbers round to 0.
+        gb, pb = _base_notation(str(gold)), _base_notation(shown)
+        if gb and pb and gb != pb:
+            correct = False
+        elif _tiny_numbers_differ(gold_parsed, pred):
+            correct = False
+    return Grade(correct, True, shown)
 
 
 # --------------------------------------------------------------------------
