@@ -144,6 +144,7 @@ def _spec(name: str, spec: dict | None) -> dict:
     fields.update(spec.pop("fields", None) or {})
     merged.update({k: v for k, v in spec.items() if v is not None})
     merged["fields"] = fields
+    merged["_default_splits"] = "splits" not in spec
     if spec.get("data_files") is not None and "hub_id" not in spec:
         merged.pop("hub_id", None)
     return merged
@@ -283,8 +284,8 @@ def _assign_roles(name: str, spec: dict, source: dict[str, pd.DataFrame]) -> dic
             raise ValueError(f"spec['splits'] roles must be 'pool' or 'test', got {role!r}")
         if split in source:
             out[role] = source[split]
-    if not out and len(splits) == 1 and len(source) == 1:
-        # an evaluation-only benchmark read from a single local file
+    if not out and spec.get("_default_splits") and len(splits) == 1 and len(source) == 1:
+        # an evaluation-only benchmark (aime2025) read from local files without split names
         (role,) = splits
         out[role] = next(iter(source.values()))
     if not out:
