@@ -259,6 +259,11 @@ def test_math_strict_and_empty_box():
     assert not g.correct
 
 
+def test_math_lenient_reads_the_end_of_long_unboxed_text():
+    text = "Let me think. " * 1000 + "The final answer is $\\frac{1}{2}$."
+    assert ok(text, "0.5", "math")
+
+
 def test_math_works_outside_main_thread():
     out = {}
 

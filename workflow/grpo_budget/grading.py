@@ -58,7 +58,8 @@ MODES = ("strict", "lenient")
 #: Seconds math-verify may spend parsing / comparing one answer (signal based,
 #: only enforced in the main thread).
 MATH_TIMEOUT_S = 5
-#: Longest text handed to math-verify; longer answers are format failures.
+#: Longest text handed to math-verify: longer boxed answers are format failures;
+#: without a box (lenient) only the last MAX_MATH_CHARS characters are read.
 MAX_MATH_CHARS = 4000
 
 OPTION_LETTERS = "ABCDEFG"
@@ -485,7 +486,8 @@ def _grade(completion: Any, gold: Any, answer_type: str, mode: str, pattern: str
         return _grade_math(box.strip(), gold_s, boxed=True)
     if mode == "strict":
         return Grade(False, False, box)
-    return _grade_math(text, gold_s, boxed=False)
+    # no box: let math-verify find the answer near the end of the text
+    return _grade_math(text[-MAX_MATH_CHARS:], gold_s, boxed=False)
 
 
 def _check_args(answer_type: str, mode: str, pattern: str | None) -> None:
