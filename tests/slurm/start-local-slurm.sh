@@ -62,18 +62,6 @@ if [[ "${1:-}" == "--stop" ]]; then
   exit 0
 fi
 
-# ---------------------------------------------------------------- fast path
-cluster_works() {
-  command -v srun >/dev/null 2>&1 &&
-    pid_alive /run/slurm/slurmctld.pid && pid_alive /run/slurm/slurmd.pid &&
-    timeout 20 srun --quiet -N1 -n1 -t 1 hostname >/dev/null 2>&1 &&
-    timeout 10 sacctmgr -n -P show cluster format=cluster 2>/dev/null | grep -qx "$CLUSTER"
-}
-if [[ -f $STATE/configured ]] && cluster_works; then
-  log "cluster '$CLUSTER' already up (srun + sacctmgr work); nothing to do"
-  exit 0
-fi
-
 # ---------------------------------------------------------------- packages
 PKGS=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server)
 missing=()
@@ -142,6 +130,8 @@ SlurmdTimeout=30
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 JobAcctGatherType=jobacct_gather/linux
+# keep sbatch --comment (the plugin writes rule_<name>_wildcards_<...> there) in sacct
+AccountingStoreFlags=job_comment
 JobAcctGatherFrequency=10
 JobCompType=jobcomp/none
 $node_line State=UNKNOWN
@@ -163,6 +153,18 @@ StorageUser=slurm
 StoragePass=$DB_PASS
 EOF
 # a cgroup.conf is not needed: proctrack/linuxproc + task/affinity
+
+# ---------------------------------------------------------------- fast path: configs unchanged, all up
+cluster_works() {
+  command -v srun >/dev/null 2>&1 &&
+    pid_alive /run/slurm/slurmctld.pid && pid_alive /run/slurm/slurmd.pid &&
+    timeout 20 srun --quiet -N1 -n1 -t 1 hostname >/dev/null 2>&1 &&
+    timeout 10 sacctmgr -n -P show cluster format=cluster 2>/dev/null | grep -qx "$CLUSTER"
+}
+if ((conf_changed == 0)) && [[ -f $STATE/configured ]] && cluster_works; then
+  log "cluster '$CLUSTER' already up (srun + sacctmgr work); nothing to do"
+  exit 0
+fi
 
 # ---------------------------------------------------------------- munge
 if ! { pid_alive /run/munge/munged.pid && munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }; then
