@@ -121,11 +121,10 @@ def sacct_jobs(name: str | None = None, since: str = "now-2hours", job_ids=None)
     return rows
 
 
-def job_rules(workdir: Path, jobs: list[dict[str, str]]) -> dict[str, str]:
+def job_rules(logdir: Path, jobs: list[dict[str, str]]) -> dict[str, str]:
     """SLURM job id -> rule name, from the sacct comment (``rule_<name>[_wildcards_...]``, needs
-    AccountingStoreFlags=job_comment) or else from the kept log ``.snakemake/slurm_logs/rule_<name>/.../<id>.log``."""
-    logs = {p.stem.split("_")[0]: p.relative_to(workdir / ".snakemake" / "slurm_logs").parts[0]
-            for p in (workdir / ".snakemake" / "slurm_logs").glob("rule_*/**/*.log")}
+    AccountingStoreFlags=job_comment) or else from the kept log ``<logdir>/rule_<name>/.../<id>.log``."""
+    logs = {p.stem.split("_")[0]: p.relative_to(logdir).parts[0] for p in Path(logdir).glob("rule_*/**/*.log")}
     out = {}
     for j in jobs:
         tag = j["comment"] or logs.get(j["id"], "")
@@ -292,7 +291,7 @@ def test_trivial_workflow_through_profile(slurm_cluster, tmp_path):
     assert len(run_ids) == 1, log
     jobs = sacct_jobs(name=run_ids.pop())  # the plugin names every job after the run
     assert all(j["state"] == "COMPLETED" for j in jobs), jobs
-    assert sorted(job_rules(tmp_path, jobs).values()) == ["a", "b"], jobs  # one job per rule instance
+    assert sorted(job_rules(tmp_path / ".snakemake" / "slurm_logs", jobs).values()) == ["a", "b"], jobs  # one job per rule instance
     ids = [line.strip() for line in (tmp_path / "out" / "b.txt").read_text().splitlines()[1:]]  # hostname, id a, id b
     assert sorted(ids) == sorted(j["id"] for j in jobs)  # each rule really ran inside its SLURM job
     print(f"2 chained one-line jobs through SLURM: {elapsed:.0f} s")
@@ -344,3 +343,158 @@ def test_launch_cli_reports_failing_job_with_log(slurm_cluster, tmp_path):
     assert slurm_logs, text
     assert str(slurm_logs[0]) in text  # the error report points at the job's log ...
     assert "about-to-fail" in slurm_logs[0].read_text()  # ... which holds the rule's output
+
+
+# --------------------------------------------------------------------------- the real workflow (tiny config)
+
+TINY = ROOT / "tests" / "configs" / "tiny.yaml"
+needs_tiny = pytest.mark.skipif(not TINY.exists(), reason=f"{TINY.relative_to(ROOT)} not written yet")
+
+
+def workflow_env(slurm_cluster: dict[str, str]) -> dict[str, str]:
+    """The rules call `grpo-budget`: the venv's bin must be on PATH of the controller (jobs inherit it)."""
+    bindir = str(Path(sys.executable).parent)
+    return {**os.environ, **slurm_cluster, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
+
+
+def workflow_cmd(results: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "snakemake", "--profile", str(PROFILE), "--configfile", str(TINY),
+            "--config", f"results={results}", "--slurm-logdir", str(results.parent / "slurm_logs"),
+            *FAST_POLL, *extra]
+
+
+def submitted_rules(log: str) -> dict[str, list[str]]:
+    """rule -> SLURM job ids, from the controller's log: the "rule X:" block names Snakemake's "jobid: N",
+    and "Job N has been submitted with SLURM jobid M" (submissions run in a thread, so blocks and
+    submission lines interleave)."""
+    rule_of: dict[str, str | None] = {}
+    submitted: list[tuple[str, str]] = []
+    rule = None
+    for line in log.splitlines():
+        stripped = line.strip()
+        if line.startswith(("rule ", "localrule ")) and stripped.endswith(":"):
+            rule = line.split()[1].rstrip(":") if line.startswith("rule ") else None
+        elif stripped.startswith("jobid: ") and rule is not None:
+            rule_of[stripped.split()[1]] = rule
+        elif "has been submitted with SLURM jobid" in line:
+            smk_id = line.split("Job ")[1].split()[0]
+            submitted.append((smk_id, line.split("SLURM jobid ")[1].split()[0]))
+    out: dict[str, list[str]] = {}
+    for smk_id, slurm_id in submitted:
+        out.setdefault(rule_of[smk_id], []).append(slurm_id)
+    return out
+
+
+def planned_jobs(results: Path, env: dict[str, str], *targets: str) -> dict[str, int]:
+    """rule -> number of jobs, from the dry run's "Job stats" table."""
+    out = run(workflow_cmd(results, "-n", "--quiet", "rules", *targets), env=env, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    counts, table = {}, False
+    for line in (out.stdout + out.stderr).splitlines():
+        parts = line.split()
+        if parts[:2] == ["job", "count"]:
+            table = True
+        elif table and len(parts) == 2 and parts[1].isdigit() and parts[0] != "total":
+            counts[parts[0]] = int(parts[1])
+        elif table and parts[:1] == ["total"]:
+            break
+    return counts
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+@needs_tiny
+def test_tiny_workflow_one_slurm_job_per_rule_instance(slurm_cluster, tmp_path):
+    env = workflow_env(slurm_cluster)
+    results = tmp_path / "results"
+    plan = planned_jobs(results, env)
+    assert plan.get("train"), plan
+    t0 = time.monotonic()
+    out = run(workflow_cmd(results), env=env, cwd=ROOT, timeout=3600)
+    elapsed = time.monotonic() - t0
+    log = out.stdout + out.stderr
+    assert out.returncode == 0, log[-20000:]
+    run_id = log.split("SLURM run ID: ")[1].split()[0]
+    jobs = sacct_jobs(name=run_id)
+    assert jobs and all(j["state"] == "COMPLETED" for j in jobs), jobs
+    by_rule: dict[str, list[str]] = {}
+    for job_id, rule in job_rules(results.parent / "slurm_logs", jobs).items():
+        by_rule.setdefault(rule, []).append(job_id)
+    submitted = submitted_rules(log)
+    # every job the controller submitted is one SLURM job that completed, and vice versa
+    assert {r: sorted(ids) for r, ids in submitted.items()} == {r: sorted(ids) for r, ids in by_rule.items()}
+    # every planned job of a non-local rule went through sbatch, exactly once
+    local = {r for r in plan if r not in submitted}
+    assert local <= {"all"}, f"rules that ran on the controller instead of SLURM: {local - {'all'}}"
+    assert {r: len(ids) for r, ids in by_rule.items()} == {r: n for r, n in plan.items() if r not in local}
+    print(f"tiny workflow: {sum(plan.values())} jobs ({len(jobs)} SLURM jobs) in {elapsed:.0f} s")
+    again = run(workflow_cmd(results), env=env, cwd=ROOT, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "SLURM jobid" not in again.stdout + again.stderr  # a re-run submits nothing
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+
+def first_output_of(rule: str, results: Path, env: dict[str, str], suffix: str) -> str:
+    """An output file (ending in ``suffix``) of the first job of ``rule`` in the dry run."""
+    out = run(workflow_cmd(results, "-n"), env=env, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    in_rule = False
+    for line in (out.stdout + out.stderr).splitlines():
+        if line.startswith(("rule ", "localrule ")):
+            in_rule = line.strip() == f"rule {rule}:"
+        elif in_rule and line.strip().startswith("output: "):
+            for path in line.strip()[len("output: "):].split(", "):
+                if path.endswith(suffix):
+                    return path
+    raise AssertionError(f"no output *{suffix} of rule {rule} in the dry run")
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+@needs_tiny
+def test_cancelled_training_resumes_from_last_checkpoint(slurm_cluster, tmp_path):
+    """scancel a running train job once it has a checkpoint; the re-run resumes from that checkpoint."""
+    import json
+
+    env = workflow_env(slurm_cluster)
+    results = tmp_path / "results"
+    manifest = Path(first_output_of("train", results, env, "manifest.json"))
+    ckpt_dir = manifest.parent / "checkpoints"
+    log_path = tmp_path / "first.log"
+    with open(log_path, "w") as log_f:
+        proc = subprocess.Popen(workflow_cmd(results, "--retries", "0", str(manifest)), env=env, cwd=ROOT,
+                                stdout=log_f, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 1800
+        while not list(ckpt_dir.glob("checkpoint-*/trainer_state.json")):
+            assert proc.poll() is None, log_path.read_text()[-20000:]
+            assert time.monotonic() < deadline, "no checkpoint within 30 min"
+            time.sleep(0.5)
+        if manifest.exists():
+            pytest.fail("training finished before it could be cancelled: give tests/configs/tiny.yaml more "
+                        "training steps after the first save")
+        text = log_path.read_text()
+        train_jobs = submitted_rules(text).get("train", [])
+        assert len(train_jobs) == 1, text
+        assert run(["scancel", train_jobs[0]]).returncode == 0
+        rc = proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=120)
+    text = log_path.read_text()
+    assert rc != 0, text[-20000:]
+    assert wait_for_state(train_jobs[0], timeout=60) == "CANCELLED"
+    assert "Error in rule train" in text and "rule_train/" in text and f"{train_jobs[0]}.log" in text, text
+    assert not manifest.exists()
+    steps_before = sorted(int(p.parent.name.split("-")[1]) for p in ckpt_dir.glob("checkpoint-*/trainer_state.json"))
+    assert steps_before, f"the checkpoints in {ckpt_dir} did not survive the failed job"
+
+    again = run(workflow_cmd(results, str(manifest)), env=env, cwd=ROOT, timeout=3600)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-20000:]
+    assert len(submitted_rules(again.stdout + again.stderr).get("train", [])) == 1
+    info = json.loads(manifest.read_text())
+    # resumed from the last complete checkpoint left by the cancelled job (a half-written newer one, if the
+    # kill hit a save, is discarded by the training code)
+    assert info["resumed_from_step"] in steps_before and info["resumed_from_step"] >= steps_before[0] > 0, info
