@@ -1,0 +1,20 @@
+# grpo-budget: which examples should a fixed GRPO data budget buy?
+# models x datasets x selection policies x budgets x seeds -> prepare, score, select, train, evaluate, aggregate.
+# Run `snakemake` for the embedded default (config.yaml), `snakemake --configfile configs/NAME.yaml` for an
+# experiment, `snakemake --profile slurm <one result file>` on a cluster (see README).
+
+configfile: "config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/prepare.smk"
+include: "workflow/rules/score.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/aggregate.smk"
+
+
+rule all:
+    input:
+        final_targets(),
+    default_target: True

@@ -1,0 +1,188 @@
+"""``grpo-budget``: the command-line entry points the Snakemake rules call, one subcommand per stage.
+
+Settings arrive as JSON (``--settings``, ``--dataset``) built by the workflow from the validated config, so a
+job sees exactly the knobs it depends on and Snakemake re-runs it when they change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+
+
+def _json(text: str) -> dict:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from e
+
+
+def _threads(n: int | None) -> None:
+    if n:
+        import torch
+
+        torch.set_num_threads(n)
+
+
+def cmd_prepare(a: argparse.Namespace) -> None:
+    from .prepare import prepare
+
+    prepare(a.dataset, {split: path for split, path in (o.split("=", 1) for o in a.out)})
+
+
+def cmd_bootstrap_model(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from .tinymodel import bootstrap
+
+    exclude = [p for path in a.exclude for p in pd.read_parquet(path)["prompt"]]
+    summary = bootstrap(a.out, a.dataset, a.settings, exclude)
+    logging.info("kept step %d, calibration pass rate %.3f", summary["chosen_step"], summary["chosen_pass_rate"])
+
+
+def cmd_score(a: argparse.Namespace) -> None:
+    from .scoring import score
+
+    score(a.model, a.pool, a.out, a.settings, a.dataset, a.seed)
+
+
+def cmd_select(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from .io import write_parquet
+    from .selection import parse_budget, select
+
+    scores = pd.read_parquet(a.scores)
+    cols = [c for c in scores.columns if c not in ("samples", "correct", "format_ok")]
+    write_parquet(select(scores[cols], a.policy, parse_budget(a.budget), a.seed), a.out)
+
+
+def cmd_train(a: argparse.Namespace) -> None:
+    from .training import train
+
+    train(a.subset, a.model, a.checkpoints, a.log_out, a.manifest_out, a.settings, a.dataset, a.seed)
+
+
+def cmd_evaluate(a: argparse.Namespace) -> None:
+    from .evaluation import evaluate
+
+    evaluate(a.model, a.test, a.out, a.settings, a.dataset, a.seed, a.manifest)
+
+
+def cmd_aggregate(a: argparse.Namespace) -> None:
+    from . import analysis
+
+    analysis.run(a.what, a.runs, a.out, a.settings)
+
+
+def cmd_validate_config(a: argparse.Namespace) -> None:
+    from .config import load
+
+    for path in a.configs:
+        load(path)
+        print(f"{path}: ok")
+
+
+def cmd_check_grader(argv: Sequence[str]) -> int:
+    from .check_grader import main
+
+    return main(argv)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="grpo-budget", description=__doc__.splitlines()[0])
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads for this job")
+    p.add_argument("-v", "--verbose", action="store_true")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("prepare", help="dataset entry -> pool/test Parquet")
+    s.add_argument("--dataset", type=_json, required=True, help="the config's dataset entry (JSON)")
+    s.add_argument("--out", nargs="+", required=True, metavar="SPLIT=PATH")
+    s.set_defaults(func=cmd_prepare)
+
+    s = sub.add_parser("bootstrap-model", help="train the embedded tiny base model to a target pass rate")
+    s.add_argument("--dataset", type=_json, required=True)
+    s.add_argument("--settings", type=_json, required=True, help="the model's bootstrap entry (JSON)")
+    s.add_argument("--exclude", nargs="*", default=[], help="Parquet tables whose prompts are never trained on")
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=cmd_bootstrap_model)
+
+    for name, helptext, func in (("score", "K samples per pool item -> pass rates", cmd_score),
+                                 ("evaluate", "base model or every checkpoint on a test set", cmd_evaluate)):
+        s = sub.add_parser(name, help=helptext)
+        s.add_argument("--model", required=True, help="hub id or local folder")
+        s.add_argument("--pool" if name == "score" else "--test", required=True)
+        s.add_argument("--settings", type=_json, required=True)
+        s.add_argument("--dataset", type=_json, required=True)
+        s.add_argument("--seed", type=int, default=0)
+        s.add_argument("--out", required=True)
+        if name == "evaluate":
+            s.add_argument("--manifest", default=None, help="a training manifest: evaluate its checkpoints")
+        s.set_defaults(func=func)
+
+    s = sub.add_parser("select", help="cut a budget from the scored pool by policy")
+    s.add_argument("--scores", required=True)
+    s.add_argument("--policy", required=True)
+    s.add_argument("--budget", required=True, help='"0.1" (fraction) or "100" (count)')
+    s.add_argument("--seed", type=int, required=True)
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=cmd_select)
+
+    s = sub.add_parser("train", help="GRPO + LoRA on a subset (resumes from the last checkpoint)")
+    s.add_argument("--subset", required=True)
+    s.add_argument("--model", required=True)
+    s.add_argument("--checkpoints", required=True, help="folder for TRL checkpoints (kept across re-runs)")
+    s.add_argument("--settings", type=_json, required=True)
+    s.add_argument("--dataset", type=_json, required=True)
+    s.add_argument("--seed", type=int, required=True)
+    s.add_argument("--log-out", required=True)
+    s.add_argument("--manifest-out", required=True)
+    s.set_defaults(func=cmd_train)
+
+    s = sub.add_parser("aggregate", help="tables and figures from cached outputs")
+    s.add_argument("what", help="summary | figure-accuracy | figure-learnable | figure-pass-rates | ...")
+    s.add_argument("--runs", type=_json, required=True, help="JSON listing the runs and their files")
+    s.add_argument("--settings", type=_json, default={})
+    s.add_argument("--out", nargs="+", required=True)
+    s.set_defaults(func=cmd_aggregate)
+
+    s = sub.add_parser("validate-config", help="check config files against the schema")
+    s.add_argument("configs", nargs="+")
+    s.set_defaults(func=cmd_validate_config)
+
+    sub.add_parser("check-grader", help="grade reference solutions as completions (see --help)", add_help=False)
+    sub.add_parser("install-profile", help="link profiles/slurm into ~/.config/snakemake", add_help=False)
+    sub.add_parser("launch", help="run the Snakemake controller itself as a SLURM job (submitit)", add_help=False)
+    return p
+
+
+PASSTHROUGH = {"check-grader": ("check_grader", "main"), "install-profile": ("cluster", "main_install_profile"),
+               "launch": ("cluster", "main_launch")}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in PASSTHROUGH:
+        import importlib
+
+        module, func = PASSTHROUGH[argv[0]]
+        return int(getattr(importlib.import_module(f"grpo_budget.{module}"), func)(argv[1:]) or 0)
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _threads(args.threads)
+    from .config import ConfigError
+
+    try:
+        args.func(args)
+    except ConfigError as e:
+        logging.error("%s", e)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

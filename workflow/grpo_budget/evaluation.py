@@ -1,0 +1,35 @@
+"""Evaluate the base model (step 0) or every checkpoint of a trained arm on one test set."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .generation import Sampling, make_generator
+from .io import read_json, write_parquet
+from .scoring import sample_and_grade
+
+
+def evaluate(model: str, test_path: str, out_path: str, settings: dict, dataset: dict, seed: int,
+             manifest_path: str | None = None) -> pd.DataFrame:
+    """Per item and checkpoint: samples, correct, accuracy (= pass rate over ``num_samples``).
+
+    Without a manifest the base model is evaluated as step 0; with one, each listed checkpoint's adapter.
+    The sampling seed is the same at every checkpoint, so differences come from the weights.
+    """
+    test = pd.read_parquet(test_path)
+    targets = [(0, None)]
+    if manifest_path:
+        targets = [(c["step"], c["path"]) for c in read_json(manifest_path)["checkpoints"]]
+    gen = make_generator(settings.get("backend", "transformers"), model,
+                         batch_size=int(settings.get("batch_size", 64)),
+                         template_kwargs=settings.get("chat_template_kwargs"),
+                         max_lora_rank=int(settings.get("max_lora_rank", 64)), **settings.get("backend_kwargs", {}))
+    sampling = Sampling.from_config(settings, seed)
+    frames = []
+    for step, adapter in targets:
+        graded = sample_and_grade(gen, test, dataset, sampling, adapter=adapter)
+        graded.insert(1, "step", step)
+        frames.append(graded)
+    out = pd.concat(frames, ignore_index=True).rename(columns={"pass_rate": "accuracy"})
+    write_parquet(out, out_path)
+    return out

@@ -1,0 +1,247 @@
+"""One generation interface, two backends: ``transformers`` (CPU or GPU) and ``vllm`` (GPU).
+
+Both take the same prompts (see :mod:`grpo_budget.prompts`), tokenize them the same way and return,
+per prompt, ``n`` completions with their token counts, so every table downstream is backend-agnostic.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import prompts as P
+
+BACKENDS = ("transformers", "vllm")
+
+
+@dataclass(frozen=True)
+class Sampling:
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+    seed: int = 0
+
+    @classmethod
+    def from_config(cls, cfg: dict, seed: int = 0) -> "Sampling":
+        return cls(
+            n=int(cfg.get("num_samples", 1)),
+            temperature=float(cfg.get("temperature", 1.0)),
+            top_p=float(cfg.get("top_p", 1.0)),
+            max_new_tokens=int(cfg.get("max_new_tokens", 256)),
+            seed=int(cfg.get("seed", seed)),
+        )
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    n_tokens: int
+    finished: bool  # ended with EOS rather than at max_new_tokens
+
+
+class Generator(ABC):
+    """Samples completions for a batch of prompts."""
+
+    tokenizer: Any
+    template_kwargs: dict
+
+    @abstractmethod
+    def generate(self, prompts: Sequence[P.Prompt], sampling: Sampling, adapter: str | None = None
+                 ) -> list[list[Completion]]:
+        """``n`` completions for each prompt, in prompt order; with the LoRA ``adapter`` folder when given."""
+
+    def prompt_ids(self, prompts: Sequence[P.Prompt]) -> list[list[int]]:
+        return [P.tokenize(self.tokenizer, p, self.template_kwargs) for p in prompts]
+
+
+def load_tokenizer(model: str) -> Any:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_model(model: str, adapter: str | None = None, device: str = "cpu", dtype: str = "auto") -> Any:
+    """A causal LM in eval mode, with a LoRA adapter merged in when given."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch_dtype = {"auto": "auto", "bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[dtype]
+    if device == "cpu" and dtype == "auto":
+        torch_dtype = torch.float32
+    lm = AutoModelForCausalLM.from_pretrained(model, dtype=torch_dtype)
+    if adapter:
+        from peft import PeftModel
+
+        lm = PeftModel.from_pretrained(lm, adapter).merge_and_unload()
+    return lm.to(device).eval()
+
+
+class TransformersGenerator(Generator):
+    """Batched ``generate`` with left padding; ``n`` samples per prompt via ``num_return_sequences``."""
+
+    def __init__(self, model: Any, tokenizer: Any, batch_size: int = 64, template_kwargs: dict | None = None,
+                 progress: bool = False, model_path: str | None = None, dtype: str = "auto"):
+        self.model, self.tokenizer = model, tokenizer
+        self.batch_size = batch_size
+        self.template_kwargs = template_kwargs or {}
+        self.progress = progress
+        self.model_path, self.dtype, self.adapter = model_path, dtype, None
+
+    def _use_adapter(self, adapter: str | None) -> None:
+        if adapter == self.adapter:
+            return
+        if self.model_path is None:
+            raise ValueError("adapters need a generator built from a model path (make_generator)")
+        device = str(next(self.model.parameters()).device)
+        self.model = None  # free the old weights before loading the next ones
+        self.model = load_model(self.model_path, adapter, device, self.dtype)
+        self.adapter = adapter
+
+    def generate(self, prompts: Sequence[P.Prompt], sampling: Sampling, adapter: str | None = None
+                 ) -> list[list[Completion]]:
+        import torch
+        from tqdm import tqdm
+
+        self._use_adapter(adapter)
+        ids = self.prompt_ids(prompts)
+        eos = _eos_ids(self.model, self.tokenizer)
+        pad = self.tokenizer.pad_token_id
+        device = next(self.model.parameters()).device
+        per_batch = max(1, self.batch_size // max(1, sampling.n))  # batch_size counts sequences
+        out: list[list[Completion]] = []
+        batches = range(0, len(ids), per_batch)
+        for b in tqdm(batches, desc="generate", disable=not self.progress, mininterval=5):
+            chunk = ids[b : b + per_batch]
+            width = max(len(x) for x in chunk)
+            input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in chunk], device=device)
+            mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in chunk], device=device)
+            torch.manual_seed(sampling.seed * 1_000_003 + b)  # reproducible per batch, whatever ran before
+            greedy = sampling.temperature == 0
+            with torch.no_grad():
+                gen = self.model.generate(
+                    input_ids=input_ids,
+                    attention_mask=mask,
+                    do_sample=not greedy,
+                    temperature=None if greedy else sampling.temperature,
+                    top_p=None if greedy else sampling.top_p,
+                    top_k=None if greedy else 0,
+                    num_return_sequences=sampling.n,
+                    max_new_tokens=sampling.max_new_tokens,
+                    pad_token_id=pad,
+                    eos_token_id=eos,
+                )
+            new = gen[:, width:].tolist()
+            for i in range(len(chunk)):
+                out.append([_completion(self.tokenizer, seq, eos, pad) for seq in new[i * sampling.n : (i + 1) * sampling.n]])
+        return out
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    return list(eos) if isinstance(eos, (list, tuple)) else [eos]
+
+
+def _completion(tokenizer: Any, seq: list[int], eos: list[int], pad: int) -> Completion:
+    """Cut a generated row at its first EOS; count the tokens kept (EOS included, as TRL does)."""
+    finished = False
+    for j, t in enumerate(seq):
+        if t in eos:
+            seq, finished = seq[: j + 1], True
+            break
+    else:
+        while seq and seq[-1] == pad and pad not in eos:
+            seq = seq[:-1]
+    return Completion(tokenizer.decode(seq, skip_special_tokens=True).strip(), len(seq), finished)
+
+
+class VLLMGenerator(Generator):
+    """vLLM offline engine, built once per job; LoRA adapters through ``LoRARequest``."""
+
+    def __init__(self, model: str, template_kwargs: dict | None = None, max_lora_rank: int = 64,
+                 enable_lora: bool = True, **engine_kwargs: Any):
+        try:
+            from vllm import LLM
+        except ImportError as e:  # pragma: no cover - depends on the machine
+            raise RuntimeError(
+                "generation backend 'vllm' was selected but vLLM is not installed; install the GPU extra "
+                "(pip install 'grpo-budget[gpu]') on a CUDA machine, or set backend: transformers"
+            ) from e
+        self.tokenizer = load_tokenizer(model)
+        self.template_kwargs = template_kwargs or {}
+        self.adapter_ids: dict[str, int] = {}
+        self.llm = LLM(model=model, **vllm_engine_kwargs(enable_lora, max_lora_rank, engine_kwargs))
+
+    def generate(self, prompts: Sequence[P.Prompt], sampling: Sampling, adapter: str | None = None
+                 ) -> list[list[Completion]]:  # pragma: no cover - needs a GPU
+        from vllm import SamplingParams, TokensPrompt
+        from vllm.lora.request import LoRARequest
+
+        requests = [TokensPrompt(prompt_token_ids=ids) for ids in self.prompt_ids(prompts)]
+        params = SamplingParams(**vllm_sampling_kwargs(sampling))
+        lora = None
+        if adapter:
+            lora_id = self.adapter_ids.setdefault(adapter, len(self.adapter_ids) + 1)
+            lora = LoRARequest(f"adapter-{lora_id}", lora_id, adapter)
+        outputs = self.llm.generate(requests, params, lora_request=lora, use_tqdm=True)
+        return [parse_vllm_output(o) for o in outputs]
+
+
+def vllm_engine_kwargs(enable_lora: bool, max_lora_rank: int, extra: dict) -> dict:
+    """``LLM(...)`` arguments: LoRA enabled with a rank bound that fits the adapters; ``extra`` wins."""
+    kwargs: dict = {"seed": 0}
+    if enable_lora:
+        kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=1)
+    kwargs.update(extra)
+    return kwargs
+
+
+def vllm_sampling_kwargs(sampling: Sampling) -> dict:
+    """``SamplingParams`` arguments; ``max_tokens`` always set (vLLM's default is 16)."""
+    return {
+        "n": sampling.n,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p if sampling.temperature > 0 else 1.0,
+        "max_tokens": sampling.max_new_tokens,
+        "seed": sampling.seed,
+    }
+
+
+def parse_vllm_output(request_output: Any) -> list[Completion]:
+    """Completions of one vLLM ``RequestOutput`` (EOS counted as a token, like the transformers backend)."""
+    result = []
+    for o in request_output.outputs:
+        finished = o.finish_reason == "stop"
+        n_tokens = len(o.token_ids) + (1 if finished and o.stop_reason is None else 0)
+        result.append(Completion(o.text.strip(), n_tokens, finished))
+    return result
+
+
+def make_generator(backend: str, model: str, *, device: str | None = None,
+                   batch_size: int = 64, template_kwargs: dict | None = None, dtype: str = "auto",
+                   progress: bool = True, **backend_kwargs: Any) -> Generator:
+    """The configured backend for a model (hub id or local folder); adapters are chosen per ``generate`` call."""
+    if backend == "vllm":
+        return VLLMGenerator(model, template_kwargs, **backend_kwargs)
+    if backend != "transformers":
+        raise ValueError(f"unknown generation backend {backend!r}; allowed: {', '.join(BACKENDS)}")
+    backend_kwargs.pop("max_lora_rank", None)
+    if backend_kwargs:
+        raise ValueError(f"options not understood by the transformers backend: {', '.join(backend_kwargs)}")
+    device = device or default_device()
+    return TransformersGenerator(load_model(model, None, device, dtype), load_tokenizer(model), batch_size,
+                                 template_kwargs, progress, model_path=model, dtype=dtype)
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+

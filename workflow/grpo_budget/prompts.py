@@ -1,0 +1,37 @@
+"""Prompts: one function builds them, one tokenizes them, for every backend and for training alike.
+
+A prompt is either plain text (base models, the embedded tiny model) or a list of chat messages
+(instruct models); tokenization mirrors TRL's GRPOTrainer so that scoring, training and evaluation
+see the same token ids.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+Prompt = Union[str, list[dict[str, str]]]
+
+
+def build(question: str, instruction: str = "", chat: bool = False) -> Prompt:
+    """The question with the dataset's instruction appended; as one user message when ``chat``."""
+    text = f"{question}\n\n{instruction}" if instruction else question
+    return [{"role": "user", "content": text}] if chat else text
+
+
+def use_chat(tokenizer: Any, setting: bool | str) -> bool:
+    """Resolve the config's ``chat_template`` setting (true, false or "auto") for a tokenizer."""
+    if setting == "auto":
+        return getattr(tokenizer, "chat_template", None) is not None
+    return bool(setting)
+
+
+def tokenize(tokenizer: Any, prompt: Prompt, template_kwargs: dict | None = None) -> list[int]:
+    """Token ids of a prompt exactly as TRL builds them (chat template with a generation prompt, or plain text)."""
+    if isinstance(prompt, str):
+        return list(tokenizer(text=prompt)["input_ids"])
+    ids = tokenizer.apply_chat_template(
+        prompt, add_generation_prompt=True, tokenize=True, return_dict=False, **(template_kwargs or {})
+    )
+    if isinstance(ids, dict) or hasattr(ids, "keys"):
+        ids = ids["input_ids"]
+    return list(ids)

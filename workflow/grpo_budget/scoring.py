@@ -1,0 +1,57 @@
+"""Sample completions for a table of items and grade them: difficulty scoring of the pool (pass rate over K
+samples) and, with the same function, evaluation of a model on a test set."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from . import grading, prompts
+from .generation import Generator, Sampling, make_generator
+from .io import write_parquet
+
+GRADED_COLUMNS = ["id", "samples", "correct", "format_ok", "n_samples", "n_correct", "pass_rate",
+                  "n_format_fail", "mean_completion_tokens", "n_truncated"]
+
+
+def sample_and_grade(gen: Generator, items: pd.DataFrame, dataset: dict, sampling: Sampling,
+                     adapter: str | None = None) -> pd.DataFrame:
+    """One row per item: its samples, which were correct, pass rate, format failures and completion length."""
+    p = dataset.get("prompt", {})
+    chat = prompts.use_chat(gen.tokenizer, p.get("chat_template", "auto"))
+    built = [prompts.build(q, p.get("instruction", ""), chat) for q in items["prompt"]]
+    outputs = gen.generate(built, sampling, adapter=adapter)
+    g = dataset.get("grading", {})
+    rows = []
+    for item_id, gold, kind, comps in zip(items["id"], items["answer"], items["answer_type"], outputs):
+        grades = grading.grade_many([c.text for c in comps], [str(gold)] * len(comps), kind,
+                                    g.get("mode", "lenient"), g.get("pattern"))
+        correct = [gr.correct for gr in grades]
+        rows.append(
+            {
+                "id": item_id,
+                "samples": [c.text for c in comps],
+                "correct": correct,
+                "format_ok": [gr.format_ok for gr in grades],
+                "n_samples": len(comps),
+                "n_correct": int(sum(correct)),
+                "pass_rate": float(np.mean(correct)) if comps else float("nan"),
+                "n_format_fail": int(sum(not gr.format_ok for gr in grades)),
+                "mean_completion_tokens": float(np.mean([c.n_tokens for c in comps])) if comps else float("nan"),
+                "n_truncated": int(sum(not c.finished for c in comps)),
+            }
+        )
+    return pd.DataFrame(rows, columns=GRADED_COLUMNS)
+
+
+def score(model: str, pool_path: str, out_path: str, settings: dict, dataset: dict, seed: int) -> pd.DataFrame:
+    """Difficulty of every pool item: the base model's pass rate over ``num_samples`` samples."""
+    pool = pd.read_parquet(pool_path)
+    gen = make_generator(settings.get("backend", "transformers"), model,
+                         batch_size=int(settings.get("batch_size", 64)),
+                         template_kwargs=settings.get("chat_template_kwargs"), **settings.get("backend_kwargs", {}))
+    graded = sample_and_grade(gen, pool, dataset, Sampling.from_config(settings, seed))
+    meta = pool.drop(columns=[c for c in GRADED_COLUMNS if c != "id" and c in pool.columns])
+    out = meta.merge(graded, on="id", how="left", validate="one_to_one")
+    write_parquet(out, out_path)
+    return out

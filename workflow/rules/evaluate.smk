@@ -1,0 +1,49 @@
+rule evaluate_base:
+    """The base model (step 0) on one test set."""
+    input:
+        test=DATA.replace("{dataset}", "{evalset}").replace("{split}", "test"),
+        model=model_input,
+    output:
+        BASE_EVAL,
+    params:
+        model=lambda wc: model_path(wc.model),
+        settings=lambda wc: gen_settings("evaluation", wc.model),
+        dataset=lambda wc: dataset_json(wc.evalset),
+        seed=config["evaluation"]["seed"],
+    threads: 1
+    log:
+        LOGS + "/evaluate_base/{model}_{evalset}.log",
+    benchmark:
+        BENCHMARKS + "/evaluate_base/{model}_{evalset}.tsv"
+    conda:
+        "../../envs/grpo-budget.yaml"
+    shell:
+        "grpo-budget --threads {threads} evaluate --model {params.model:q} --test {input.test:q}"
+        " --settings {params.settings:q} --dataset {params.dataset:q} --seed {params.seed} --out {output:q}"
+        " > {log:q} 2>&1"
+
+
+rule evaluate:
+    """Every saved checkpoint of one arm on one test set."""
+    input:
+        test=DATA.replace("{dataset}", "{evalset}").replace("{split}", "test"),
+        manifest=MANIFEST,
+        model=model_input,
+    output:
+        RUN_EVAL,
+    params:
+        model=lambda wc: model_path(wc.model),
+        settings=lambda wc: gen_settings("evaluation", wc.model),
+        dataset=lambda wc: dataset_json(wc.evalset),
+        seed=config["evaluation"]["seed"],
+    threads: 1
+    log:
+        LOGS + "/evaluate/{model}_{dataset}_{policy}_b{budget}_s{seed}_{evalset}.log",
+    benchmark:
+        BENCHMARKS + "/evaluate/{model}_{dataset}_{policy}_b{budget}_s{seed}_{evalset}.tsv"
+    conda:
+        "../../envs/grpo-budget.yaml"
+    shell:
+        "grpo-budget --threads {threads} evaluate --model {params.model:q} --test {input.test:q}"
+        " --manifest {input.manifest:q} --settings {params.settings:q} --dataset {params.dataset:q}"
+        " --seed {params.seed} --out {output:q} > {log:q} 2>&1"

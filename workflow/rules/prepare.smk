@@ -1,0 +1,35 @@
+rule prepare:
+    """A dataset entry of the config -> one split (pool or test) as Parquet."""
+    output:
+        DATA,
+    params:
+        dataset=lambda wc: dataset_json(wc.dataset),
+    log:
+        LOGS + "/prepare/{dataset}_{split}.log",
+    benchmark:
+        BENCHMARKS + "/prepare/{dataset}_{split}.tsv"
+    conda:
+        "../../envs/grpo-budget.yaml"
+    shell:
+        "grpo-budget prepare --dataset {params.dataset:q} --out {wildcards.split}={output:q} > {log:q} 2>&1"
+
+
+rule bootstrap_model:
+    """The embedded default's base model: a tiny Llama trained here to a target pass rate."""
+    input:
+        exclude=lambda wc: expand(DATA, dataset=config["models"][wc.model]["bootstrap"]["dataset"], split="test"),
+    output:
+        directory(MODEL),
+    params:
+        dataset=lambda wc: dataset_json(config["models"][wc.model]["bootstrap"]["dataset"]),
+        settings=lambda wc: as_json(config["models"][wc.model]["bootstrap"]),
+    threads: 2
+    log:
+        LOGS + "/bootstrap_model/{model}.log",
+    benchmark:
+        BENCHMARKS + "/bootstrap_model/{model}.tsv"
+    conda:
+        "../../envs/grpo-budget.yaml"
+    shell:
+        "grpo-budget --threads {threads} bootstrap-model --dataset {params.dataset:q} --settings {params.settings:q}"
+        " --exclude {input.exclude:q} --out {output:q} > {log:q} 2>&1"

@@ -1,0 +1,40 @@
+rule score:
+    """K samples per pool item from the base model, graded: pass rate = difficulty."""
+    input:
+        pool=DATA.replace("{split}", "pool"),
+        model=model_input,
+    output:
+        SCORES,
+    params:
+        model=lambda wc: model_path(wc.model),
+        settings=lambda wc: gen_settings("scoring", wc.model),
+        dataset=lambda wc: dataset_json(wc.dataset),
+        seed=config["scoring"]["seed"],
+    threads: 1
+    log:
+        LOGS + "/score/{model}_{dataset}.log",
+    benchmark:
+        BENCHMARKS + "/score/{model}_{dataset}.tsv"
+    conda:
+        "../../envs/grpo-budget.yaml"
+    shell:
+        "grpo-budget --threads {threads} score --model {params.model:q} --pool {input.pool:q}"
+        " --settings {params.settings:q} --dataset {params.dataset:q} --seed {params.seed} --out {output:q}"
+        " > {log:q} 2>&1"
+
+
+rule select:
+    """Cut the budget from the scored pool by policy (seeded tie-breaks)."""
+    input:
+        SCORES,
+    output:
+        SUBSET,
+    log:
+        LOGS + "/select/{model}_{dataset}_{policy}_b{budget}_s{seed}.log",
+    benchmark:
+        BENCHMARKS + "/select/{model}_{dataset}_{policy}_b{budget}_s{seed}.tsv"
+    conda:
+        "../../envs/grpo-budget.yaml"
+    shell:
+        "grpo-budget select --scores {input:q} --policy {wildcards.policy} --budget {wildcards.budget}"
+        " --seed {wildcards.seed} --out {output:q} > {log:q} 2>&1"
