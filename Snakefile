@@ -7,6 +7,17 @@ configfile: "config.yaml"
 
 
 include: "workflow/rules/common.smk"
+wildcard_constraints:
+    model=NAME,
+    dataset=NAME,
+    evalset=NAME,
+    split="pool|test",
+    policy="|".join(POLICIES),
+    budget=FULL_LABEL + r"|\d+|\d*\.\d+(e-?\d+)?",
+    seed=r"\d+",
+    name="|".join(FIGURES),
+
+
 include: "workflow/rules/prepare.smk"
 include: "workflow/rules/score.smk"
 include: "workflow/rules/train.smk"

@@ -86,8 +86,10 @@ def grpo_config(settings: dict, out_dir: Path, seed: int, on_gpu: bool):
     s = {**DEFAULTS, **settings}
     per_device = int(s["prompts_per_step"]) * int(s["num_generations"]) // int(s["gradient_accumulation_steps"])
     extra = {}
+    if on_gpu and s["gradient_checkpointing"]:
+        extra["gradient_checkpointing"] = True
     if on_gpu and s["use_vllm"]:
-        extra = dict(use_vllm=True, vllm_mode=s["vllm_mode"], vllm_gpu_memory_utilization=s["vllm_gpu_memory_utilization"])
+        extra.update(use_vllm=True, vllm_mode=s["vllm_mode"], vllm_gpu_memory_utilization=s["vllm_gpu_memory_utilization"])
     return GRPOConfig(
         output_dir=str(out_dir),
         per_device_train_batch_size=per_device,
@@ -113,7 +115,6 @@ def grpo_config(settings: dict, out_dir: Path, seed: int, on_gpu: bool):
         chat_template_kwargs=s.get("chat_template_kwargs") or None,
         use_cpu=not on_gpu,
         bf16=bool(on_gpu and s["bf16"]),
-        gradient_checkpointing=bool(on_gpu and s["gradient_checkpointing"]),
         seed=seed,
         data_seed=seed,
         report_to="none",

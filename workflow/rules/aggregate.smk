@@ -9,9 +9,9 @@ rule summary:
         runs=lambda wc: as_json(runs_listing()),
         settings=as_json(config["analysis"]),
     log:
-        LOGS + "/aggregate/summary.log",
+        log_file("aggregate", "summary"),
     benchmark:
-        BENCHMARKS + "/aggregate/summary.tsv"
+        benchmark_file("aggregate", "summary")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:
@@ -34,9 +34,9 @@ rule figure:
         }[wc.name],
         settings=as_json(config["analysis"]),
     log:
-        LOGS + "/aggregate/{name}.log",
+        log_file("aggregate", "{name}"),
     benchmark:
-        BENCHMARKS + "/aggregate/{name}.tsv"
+        benchmark_file("aggregate", "{name}")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:

@@ -1,6 +1,8 @@
 # Validation, path patterns (the one place each is defined), wildcard constraints and input functions.
 
 import json
+import os
+import sys
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
@@ -10,6 +12,9 @@ from grpo_budget.selection import FULL_LABEL, POLICIES
 
 min_version("9.0")
 
+# Jobs call the `grpo-budget` script of the environment Snakemake runs in, activated or not.
+os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+
 try:
     grpo_config.validate(config)  # fills in defaults; refuses a bad config before any job starts
 except grpo_config.ConfigError as e:
@@ -17,35 +22,38 @@ except grpo_config.ConfigError as e:
 
 
 R = config["results"]
-DATA = R + "/data/{dataset}/{split}.parquet"
-MODEL = R + "/models/{model}"
-SCORES = R + "/scores/{model}/{dataset}.parquet"
-RUN = R + "/runs/{model}/{dataset}/{policy}/b{budget}/s{seed}"
-SUBSET = RUN + "/subset.parquet"
-CHECKPOINTS = RUN + "/checkpoints"  # not a rule output: Snakemake would delete it before a re-run
-TRAIN_LOG = RUN + "/train_log.parquet"
-MANIFEST = RUN + "/manifest.json"
-RUN_EVAL = RUN + "/eval/{evalset}.parquet"
-BASE_EVAL = R + "/base/{model}/{evalset}.parquet"
-SUMMARY_CSV = R + "/summary.csv"
-SUMMARY_MD = R + "/summary.md"
-FIGURE = R + "/figures/{name}.png"
+
+
+def results(path):
+    """A path under the configured results folder."""
+    return f"{R}/{path}"
+
+
+RUN_DIR = "runs/{model}/{dataset}/{policy}/b{budget}/s{seed}"
+DATA = results("data/{dataset}/{split}.parquet")
+MODEL = results("models/{model}")
+SCORES = results("scores/{model}/{dataset}.parquet")
+SUBSET = results(f"{RUN_DIR}/subset.parquet")
+CHECKPOINTS = results(f"{RUN_DIR}/checkpoints")  # never an output, since Snakemake deletes outputs before it re-runs a job
+TRAIN_LOG = results(f"{RUN_DIR}/train_log.parquet")
+MANIFEST = results(f"{RUN_DIR}/manifest.json")
+RUN_EVAL = results(f"{RUN_DIR}/eval/{{evalset}}.parquet")
+BASE_EVAL = results("base/{model}/{evalset}.parquet")
+SUMMARY_CSV = results("summary.csv")
+SUMMARY_MD = results("summary.md")
+FIGURE = results("figures/{name}.png")
 FIGURES = ["accuracy_vs_checkpoint", "learnable_vs_step", "pass_rate_histogram"]
-LOGS = R + "/logs"
-BENCHMARKS = R + "/benchmarks"
+
+
+def log_file(rule, name):
+    return results(f"logs/{rule}/{name}.log")
+
+
+def benchmark_file(rule, name):
+    return results(f"benchmarks/{rule}/{name}.tsv")
+
 
 NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
-
-
-wildcard_constraints:
-    model=NAME,
-    dataset=NAME,
-    evalset=NAME,
-    split="pool|test",
-    policy="|".join(POLICIES),
-    budget=FULL_LABEL + r"|\d+|\d*\.\d+(e-?\d+)?",
-    seed=r"\d+",
-    name="|".join(FIGURES),
 
 
 def budget_labels(policy):

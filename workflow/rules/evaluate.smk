@@ -12,9 +12,9 @@ rule evaluate_base:
         seed=config["evaluation"]["seed"],
     threads: 1
     log:
-        LOGS + "/evaluate_base/{model}_{evalset}.log",
+        log_file("evaluate_base", "{model}_{evalset}"),
     benchmark:
-        BENCHMARKS + "/evaluate_base/{model}_{evalset}.tsv"
+        benchmark_file("evaluate_base", "{model}_{evalset}")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:
@@ -38,9 +38,9 @@ rule evaluate:
         seed=config["evaluation"]["seed"],
     threads: 1
     log:
-        LOGS + "/evaluate/{model}_{dataset}_{policy}_b{budget}_s{seed}_{evalset}.log",
+        log_file("evaluate", "{model}_{dataset}_{policy}_b{budget}_s{seed}_{evalset}"),
     benchmark:
-        BENCHMARKS + "/evaluate/{model}_{dataset}_{policy}_b{budget}_s{seed}_{evalset}.tsv"
+        benchmark_file("evaluate", "{model}_{dataset}_{policy}_b{budget}_s{seed}_{evalset}")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:

@@ -5,9 +5,9 @@ rule prepare:
     params:
         dataset=lambda wc: dataset_json(wc.dataset),
     log:
-        LOGS + "/prepare/{dataset}_{split}.log",
+        log_file("prepare", "{dataset}_{split}"),
     benchmark:
-        BENCHMARKS + "/prepare/{dataset}_{split}.tsv"
+        benchmark_file("prepare", "{dataset}_{split}")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:
@@ -25,9 +25,9 @@ rule bootstrap_model:
         settings=lambda wc: as_json(config["models"][wc.model]["bootstrap"]),
     threads: 2
     log:
-        LOGS + "/bootstrap_model/{model}.log",
+        log_file("bootstrap_model", "{model}"),
     benchmark:
-        BENCHMARKS + "/bootstrap_model/{model}.tsv"
+        benchmark_file("bootstrap_model", "{model}")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:

@@ -12,9 +12,9 @@ rule score:
         seed=config["scoring"]["seed"],
     threads: 1
     log:
-        LOGS + "/score/{model}_{dataset}.log",
+        log_file("score", "{model}_{dataset}"),
     benchmark:
-        BENCHMARKS + "/score/{model}_{dataset}.tsv"
+        benchmark_file("score", "{model}_{dataset}")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:
@@ -30,9 +30,9 @@ rule select:
     output:
         SUBSET,
     log:
-        LOGS + "/select/{model}_{dataset}_{policy}_b{budget}_s{seed}.log",
+        log_file("select", "{model}_{dataset}_{policy}_b{budget}_s{seed}"),
     benchmark:
-        BENCHMARKS + "/select/{model}_{dataset}_{policy}_b{budget}_s{seed}.tsv"
+        benchmark_file("select", "{model}_{dataset}_{policy}_b{budget}_s{seed}")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:

@@ -15,9 +15,9 @@ rule train:
         dataset=lambda wc: dataset_json(wc.dataset),
     threads: 1
     log:
-        LOGS + "/train/{model}_{dataset}_{policy}_b{budget}_s{seed}.log",
+        log_file("train", "{model}_{dataset}_{policy}_b{budget}_s{seed}"),
     benchmark:
-        BENCHMARKS + "/train/{model}_{dataset}_{policy}_b{budget}_s{seed}.tsv"
+        benchmark_file("train", "{model}_{dataset}_{policy}_b{budget}_s{seed}")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:

@@ -1,0 +1,30 @@
+"""Shared fixtures: the real benchmark data folder and a tiny (untrained) model saved like a hub model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real benchmark files not found at {SHARED_DATA} (../shared/data beside the project)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A randomly initialised ~0.1M-parameter Llama with the frame-arithmetic tokenizer, saved to disk."""
+    from grpo_budget import framearith, tinymodel
+
+    out = tmp_path_factory.mktemp("tiny-model")
+    tok = tinymodel.build_tokenizer(framearith.VOCAB)
+    model = tinymodel.build_model(tok, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=2, seed=0)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out

@@ -1,0 +1,60 @@
+"""The generation interface: transformers backend on a real tiny model; vLLM request building without vLLM."""
+
+import importlib.util
+from types import SimpleNamespace
+
+import pytest
+
+from grpo_budget import generation, prompts
+from grpo_budget.generation import Completion, Sampling
+
+
+def test_transformers_backend_shapes_and_reproducibility(tiny_model_dir):
+    gen = generation.make_generator("transformers", str(tiny_model_dir), device="cpu", batch_size=8, progress=False)
+    ps = ["+1 +2 . . ?", "-3 . . . ?", "+9 +9 +9 . ?"]
+    s = Sampling(n=3, temperature=1.0, max_new_tokens=5, seed=11)
+    a, b = gen.generate(ps, s), gen.generate(ps, s)
+    assert [len(x) for x in a] == [3, 3, 3]
+    assert a == b  # same seed, same samples, whatever batch size
+    assert all(1 <= c.n_tokens <= 5 and isinstance(c.text, str) for x in a for c in x)
+    other = generation.make_generator("transformers", str(tiny_model_dir), device="cpu", batch_size=3, progress=False)
+    assert [len(x) for x in other.generate(ps, s)] == [3, 3, 3]
+
+
+def test_prompts_tokenized_like_trl(tiny_model_dir):
+    tok = generation.load_tokenizer(str(tiny_model_dir))
+    ids = prompts.tokenize(tok, "+1 +2 . . ?")
+    assert ids == tok(text="+1 +2 . . ?")["input_ids"] and len(ids) == 5
+    assert prompts.build("Q", "Do it.", chat=True) == [{"role": "user", "content": "Q\n\nDo it."}]
+    assert prompts.use_chat(tok, "auto") is False
+
+
+def test_unknown_backend():
+    with pytest.raises(ValueError, match="allowed: transformers, vllm"):
+        generation.make_generator("sglang", "x")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
+def test_vllm_backend_without_vllm_fails_clearly():
+    with pytest.raises(RuntimeError, match="vLLM is not installed"):
+        generation.make_generator("vllm", "some/model")
+
+
+def test_vllm_sampling_params_always_set_max_tokens():
+    kw = generation.vllm_sampling_kwargs(Sampling(n=10, temperature=1.0, top_p=1.0, max_new_tokens=250, seed=3))
+    assert kw == {"n": 10, "temperature": 1.0, "top_p": 1.0, "max_tokens": 250, "seed": 3}
+    assert generation.vllm_sampling_kwargs(Sampling(temperature=0.0))["top_p"] == 1.0
+
+
+def test_vllm_engine_kwargs_enable_lora_with_rank():
+    kw = generation.vllm_engine_kwargs(True, 32, {"gpu_memory_utilization": 0.8})
+    assert kw["enable_lora"] and kw["max_lora_rank"] == 32 and kw["gpu_memory_utilization"] == 0.8
+
+
+def test_parse_vllm_output():
+    # RequestOutput/CompletionOutput shaped records (vLLM cannot be imported on a CPU machine).
+    out = SimpleNamespace(outputs=[
+        SimpleNamespace(text=" 7 0 = 0", token_ids=[5, 6, 7, 8], finish_reason="stop", stop_reason=None),
+        SimpleNamespace(text="7 0 5 4", token_ids=[5, 6, 7, 9], finish_reason="length", stop_reason=None),
+    ])
+    assert generation.parse_vllm_output(out) == [Completion("7 0 = 0", 5, True), Completion("7 0 5 4", 4, False)]

@@ -1,0 +1,114 @@
+"""End to end: the Snakemake workflow on a small config and on the embedded default, for real."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import sys
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "tests" / "configs" / "tiny.yaml"
+
+
+def snakemake(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    out = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *args], cwd=ROOT, capture_output=True, text=True)
+    if check and out.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}")
+    return out
+
+
+def test_lint_is_clean():
+    out = subprocess.run([sys.executable, "-m", "snakemake", "--lint"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Lints for" not in out.stdout + out.stderr
+
+
+def test_dry_run_job_counts():
+    out = snakemake("-n", "--configfile", str(TINY), "--config", "results=/tmp/never-written")
+    counts = {line.split()[0]: int(line.split()[1]) for line in out.stdout.splitlines()
+              if len(line.split()) == 2 and line.split()[1].isdigit()}
+    assert counts["train"] == 3 and counts["evaluate"] == 3 and counts["select"] == 3
+    assert counts["prepare"] == 2 and counts["score"] == 1 and counts["evaluate_base"] == 1
+    assert counts["figure"] == 3 and counts["summary"] == 1 and counts["bootstrap_model"] == 1
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    results = tmp_path_factory.mktemp("wf") / "results"
+    snakemake("--configfile", str(TINY), "--config", f"results={results}")
+    return results
+
+
+@pytest.mark.slow
+def test_every_output_exists_with_columns_and_sane_values(tiny_run):
+    r = tiny_run
+    pool = pd.read_parquet(r / "data/framearith/pool.parquet")
+    test = pd.read_parquet(r / "data/framearith/test.parquet")
+    assert len(pool) == 200 and len(test) == 60
+    assert {"id", "prompt", "answer", "answer_type", "n_ops"} <= set(pool.columns)
+    assert (r / "models/tiny/config.json").exists() and (r / "models/tiny/calibration.json").exists()
+
+    scores = pd.read_parquet(r / "scores/tiny/framearith.parquet")
+    assert {"id", "samples", "correct", "pass_rate", "n_format_fail", "mean_completion_tokens", "n_ops"} <= set(scores.columns)
+    assert scores["pass_rate"].between(0, 1).all() and (scores["n_samples"] == 4).all()
+    assert (scores["pass_rate"] == scores["n_correct"] / 4).all()
+
+    for policy, size in (("hard", 40), ("random", 40), ("full", 200)):
+        run = r / f"runs/tiny/framearith/{policy}/b{'all' if policy == 'full' else '0.2'}/s0"
+        subset = pd.read_parquet(run / "subset.parquet")
+        assert len(subset) == size and {"id", "rank", "pass_rate", "prompt", "answer"} <= set(subset.columns)
+        if policy == "hard":
+            assert subset["pass_rate"].max() <= scores["pass_rate"].sort_values().iloc[size - 1]
+        log = pd.read_parquet(run / "train_log.parquet")
+        assert {"step", "reward", "frac_reward_zero_std"} <= set(log.columns)
+        ev = pd.read_parquet(run / "eval/framearith.parquet")
+        assert sorted(ev["step"].unique()) == [3, 6]
+        assert ev["accuracy"].between(0, 1).all() and len(ev) == 2 * 60
+        assert not list(run.glob("**/*.tmp"))
+
+    base = pd.read_parquet(r / "base/tiny/framearith.parquet")
+    assert (base["step"] == 0).all() and len(base) == 60
+
+    summary = pd.read_csv(r / "summary.csv")
+    assert len(summary) == 3 and set(summary["policy"]) == {"hard", "random", "full"}
+    assert summary["base_acc"].between(0, 1).all() and (summary["gain_lo"] <= summary["gain_hi"]).all()
+    md = (r / "summary.md").read_text()
+    assert "| hard | 0.2 |" in md and "| full | all |" in md
+    for name in ("accuracy_vs_checkpoint", "learnable_vs_step", "pass_rate_histogram"):
+        png = r / f"figures/{name}.png"
+        assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.slow
+def test_second_run_does_nothing_and_one_figure_reruns_alone(tiny_run):
+    args = ("--configfile", str(TINY), "--config", f"results={tiny_run}")
+    out = snakemake(*args)
+    assert "Nothing to be done" in out.stdout + out.stderr
+    fig = tiny_run / "figures/learnable_vs_step.png"
+    fig.unlink()
+    out = snakemake(str(fig), *args)
+    text = out.stdout + out.stderr
+    assert "rule figure:" in text or "localrule figure:" in text
+    for rule in ("train", "evaluate", "score", "summary", "bootstrap_model"):
+        assert f"rule {rule}:" not in text
+    assert fig.exists()
+
+
+@pytest.mark.slow
+def test_embedded_default_end_to_end(tmp_path):
+    """The README's main command on the embedded default: calibrated base model, 4 policies + base, report."""
+    results = tmp_path / "results"
+    snakemake("--config", f"results={results}")
+    scores = pd.read_parquet(results / "scores/tiny/framearith.parquet")
+    inside = ((scores["pass_rate"] > 0) & (scores["pass_rate"] < 1)).mean()
+    assert inside >= 0.3, f"only {inside:.0%} of pool items strictly between 0 and 1"
+    assert (scores["pass_rate"] == 0).any() and (scores["pass_rate"] == 1).any()
+    summary = pd.read_csv(results / "summary.csv")
+    assert set(summary["policy"]) == {"easy", "medium", "hard", "random"}
+    # the subsets really differ in difficulty, in the order the policies promise
+    by = summary.set_index("policy")["subset_mean_pass_rate"]
+    assert by["hard"] < by["medium"] < by["easy"]
