@@ -3,7 +3,11 @@
 # Run `snakemake` for the embedded default (config.yaml), `snakemake --configfile configs/NAME.yaml` for an
 # experiment, `snakemake --profile slurm <one result file>` on a cluster (see README).
 
-configfile: "config.yaml"
+# The embedded default applies only when no --configfile is given: an experiment config stands alone rather
+# than being merged into the default's models and datasets.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config.yaml"
 
 
 include: "workflow/rules/common.smk"

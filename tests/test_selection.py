@@ -83,3 +83,17 @@ def test_medium_is_centred_window():
 def test_unknown_policy():
     with pytest.raises(ValueError, match="allowed: easy, medium, hard, random, full"):
         select(pool([0.1]), "hardest", 1, 0)
+
+
+def test_tiers_and_size_matched_random_control():
+    df = pool(np.linspace(0, 1, 20))
+    df["level"] = [1, 2, 3, 4, 5] * 4
+    tiers = {"column": "level", "values": [1, 2]}
+    low = select(df, "tiers", 1.0, 0, tiers)
+    assert len(low) == 8 and set(low["level"]) == {1, 2}
+    ctrl = select(df, "random_matched", 1.0, 0, tiers)
+    assert len(ctrl) == 8 and set(ctrl["level"]) != {1, 2}
+    with pytest.raises(ValueError, match="tiers"):
+        select(df, "tiers", 1.0, 0, None)
+    with pytest.raises(ValueError, match="not in the pool"):
+        select(df, "tiers", 1.0, 0, {"column": "type", "values": [1]})

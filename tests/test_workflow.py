@@ -112,3 +112,22 @@ def test_embedded_default_end_to_end(tmp_path):
     # the subsets really differ in difficulty, in the order the policies promise
     by = summary.set_index("policy")["subset_mean_pass_rate"]
     assert by["hard"] < by["medium"] < by["easy"]
+
+
+@pytest.mark.slow
+def test_real_bbh_files_through_the_whole_dag(tmp_path):
+    """configs/bbh-local.yaml: BBH's own JSON files from ../shared/data through every stage on CPU."""
+    data = ROOT.parent / "shared" / "data" / "bbh"
+    if not data.is_dir():
+        pytest.skip(f"real BBH files not found at {data}")
+    results = tmp_path / "results"
+    snakemake("--configfile", str(ROOT / "configs" / "bbh-local.yaml"), "--config", f"results={results}")
+    pool = pd.read_parquet(results / "data/bbh7/pool.parquet")
+    test = pd.read_parquet(results / "data/bbh7/test.parquet")
+    assert len(pool) == len(test) == 125 and (pool["n_objects"] == 7).all()
+    assert not set(pool["id"]) & set(test["id"])
+    assert pool["answer"].str.fullmatch(r"\([A-G]\)").all()
+    scores = pd.read_parquet(results / "scores/tiny/bbh7.parquet")
+    assert len(scores) == 125 and scores["pass_rate"].between(0, 1).all()
+    assert "n_objects" in scores.columns  # difficulty metadata kept for stratified analysis
+    assert len(pd.read_csv(results / "summary.csv")) == 2

@@ -57,7 +57,7 @@ def cmd_select(a: argparse.Namespace) -> None:
 
     scores = pd.read_parquet(a.scores)
     cols = [c for c in scores.columns if c not in ("samples", "correct", "format_ok")]
-    write_parquet(select(scores[cols], a.policy, parse_budget(a.budget), a.seed), a.out)
+    write_parquet(select(scores[cols], a.policy, parse_budget(a.budget), a.seed, a.tiers), a.out)
 
 
 def cmd_train(a: argparse.Namespace) -> None:
@@ -69,7 +69,7 @@ def cmd_train(a: argparse.Namespace) -> None:
 def cmd_evaluate(a: argparse.Namespace) -> None:
     from .evaluation import evaluate
 
-    evaluate(a.model, a.test, a.out, a.settings, a.dataset, a.seed, a.manifest)
+    evaluate(a.model, a.test, a.out, a.settings, a.dataset, a.seed, a.manifest, a.final_only)
 
 
 def cmd_aggregate(a: argparse.Namespace) -> None:
@@ -121,6 +121,7 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--out", required=True)
         if name == "evaluate":
             s.add_argument("--manifest", default=None, help="a training manifest: evaluate its checkpoints")
+            s.add_argument("--final-only", action="store_true", help="only the manifest's last checkpoint")
         s.set_defaults(func=func)
 
     s = sub.add_parser("select", help="cut a budget from the scored pool by policy")
@@ -128,6 +129,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--policy", required=True)
     s.add_argument("--budget", required=True, help='"0.1" (fraction) or "100" (count)')
     s.add_argument("--seed", type=int, required=True)
+    s.add_argument("--tiers", type=_json, default=None, help='the dataset\'s tiers, e.g. {"column": "level", "values": [1, 2]}')
     s.add_argument("--out", required=True)
     s.set_defaults(func=cmd_select)
 

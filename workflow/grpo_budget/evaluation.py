@@ -10,7 +10,7 @@ from .scoring import sample_and_grade
 
 
 def evaluate(model: str, test_path: str, out_path: str, settings: dict, dataset: dict, seed: int,
-             manifest_path: str | None = None) -> pd.DataFrame:
+             manifest_path: str | None = None, final_only: bool = False) -> pd.DataFrame:
     """Per item and checkpoint: samples, correct, accuracy (= pass rate over ``num_samples``).
 
     Without a manifest the base model is evaluated as step 0; with one, each listed checkpoint's adapter.
@@ -20,6 +20,8 @@ def evaluate(model: str, test_path: str, out_path: str, settings: dict, dataset:
     targets = [(0, None)]
     if manifest_path:
         targets = [(c["step"], c["path"]) for c in read_json(manifest_path)["checkpoints"]]
+        if final_only:
+            targets = targets[-1:]
     gen = make_generator(settings.get("backend", "transformers"), model,
                          batch_size=int(settings.get("batch_size", 64)),
                          template_kwargs=settings.get("chat_template_kwargs"),

@@ -44,6 +44,7 @@ def build(ds: dict) -> dict[str, pd.DataFrame]:
         frames = load_benchmark(ds["benchmark"], ds.get("spec", {}), int(ds.get("seed", 0)))
         if ds.get("eval_only"):
             frames = {"test": frames["test"] if "test" in frames else frames["pool"]}
+    frames = {split: apply_filter(frame, ds.get("filter")) for split, frame in frames.items()}
     for split, frame in frames.items():
         if frame["id"].duplicated().any():
             raise ValueError(f"{split}: duplicate ids")
@@ -54,6 +55,16 @@ def build(ds: dict) -> dict[str, pd.DataFrame]:
         if overlap:
             raise ValueError(f"{len(overlap)} prompts are in both the pool and the test set")
     return frames
+
+
+def apply_filter(frame: pd.DataFrame, filt: dict | None) -> pd.DataFrame:
+    """Rows whose columns match every ``column: value`` (or ``column: [values]``) of ``filt``."""
+    for column, wanted in (filt or {}).items():
+        if column not in frame.columns:
+            raise ValueError(f"filter column {column!r} is not in the data; allowed: {', '.join(frame.columns)}")
+        values = wanted if isinstance(wanted, list) else [wanted]
+        frame = frame[frame[column].isin(values)]
+    return frame.reset_index(drop=True)
 
 
 def prepare(ds: dict, outputs: dict[str, str | Path]) -> None:

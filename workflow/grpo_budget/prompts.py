@@ -18,6 +18,19 @@ def build(question: str, instruction: str = "", chat: bool = False) -> Prompt:
     return [{"role": "user", "content": text}] if chat else text
 
 
+def for_dataset(dataset: dict, questions: list[str], tokenizer: Any) -> list[Prompt]:
+    """The prompts of a config dataset entry: its instruction (a benchmark's paper-style default when the
+    config gives none) and its chat-template setting resolved for ``tokenizer``."""
+    p = dataset.get("prompt", {})
+    instruction = p.get("instruction")
+    if instruction is None:
+        from .benchmarks import DEFAULT_INSTRUCTIONS
+
+        instruction = DEFAULT_INSTRUCTIONS.get(dataset.get("benchmark", ""), "")
+    chat = use_chat(tokenizer, p.get("chat_template", "auto"))
+    return [build(q, instruction, chat) for q in questions]
+
+
 def use_chat(tokenizer: Any, setting: bool | str) -> bool:
     """Resolve the config's ``chat_template`` setting (true, false or "auto") for a tokenizer."""
     if setting == "auto":

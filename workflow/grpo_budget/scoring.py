@@ -17,9 +17,7 @@ GRADED_COLUMNS = ["id", "samples", "correct", "format_ok", "n_samples", "n_corre
 def sample_and_grade(gen: Generator, items: pd.DataFrame, dataset: dict, sampling: Sampling,
                      adapter: str | None = None) -> pd.DataFrame:
     """One row per item: its samples, which were correct, pass rate, format failures and completion length."""
-    p = dataset.get("prompt", {})
-    chat = prompts.use_chat(gen.tokenizer, p.get("chat_template", "auto"))
-    built = [prompts.build(q, p.get("instruction", ""), chat) for q in items["prompt"]]
+    built = prompts.for_dataset(dataset, list(items["prompt"]), gen.tokenizer)
     outputs = gen.generate(built, sampling, adapter=adapter)
     g = dataset.get("grading", {})
     rows = []

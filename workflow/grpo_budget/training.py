@@ -151,11 +151,9 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
     s = {**DEFAULTS, **settings}
     tokenizer = load_tokenizer(model_path)
     subset = pd.read_parquet(subset_path)
-    chat = prompts.use_chat(tokenizer, dataset.get("prompt", {}).get("chat_template", "auto"))
-    instruction = dataset.get("prompt", {}).get("instruction", "")
     train_set = Dataset.from_dict(
         {
-            "prompt": [prompts.build(q, instruction, chat) for q in subset["prompt"]],
+            "prompt": prompts.for_dataset(dataset, list(subset["prompt"]), tokenizer),
             "answer": [str(a) for a in subset["answer"]],
             "answer_type": list(subset["answer_type"]),
         }

@@ -8,12 +8,13 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
 from grpo_budget import config as grpo_config
-from grpo_budget.selection import FULL_LABEL, POLICIES
+from grpo_budget.selection import FIXED_SIZE, FULL_LABEL, POLICIES
 
 min_version("9.0")
 
+
 # Jobs call the `grpo-budget` script of the environment Snakemake runs in, activated or not.
-os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+os.environ.update(PATH=os.pathsep.join([os.path.dirname(sys.executable), os.getenv("PATH", "")]))
 
 try:
     grpo_config.validate(config)  # fills in defaults; refuses a bad config before any job starts
@@ -57,7 +58,7 @@ NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 
 
 def budget_labels(policy):
-    if policy == "full":
+    if policy in FIXED_SIZE:
         return [FULL_LABEL]
     return [grpo_config.budget_label(b) for b in config["budgets"]]
 
@@ -101,15 +102,27 @@ def dataset_json(name):
     return as_json(config["datasets"][name])
 
 
-def gen_settings(section, model, **overrides):
-    """A scoring/evaluation section plus the model's generation settings, as the CLI's --settings."""
+def gen_settings(section, model, evalset=None):
+    """A scoring/evaluation section plus the model's generation settings, as the CLI's --settings.
+
+    Evaluation-only sets (e.g. AIME) take the ``ood_*`` sampling (pass@k with longer completions).
+    """
     spec = config["models"][model]
-    settings = dict(config[section], backend=config["backend"], **overrides)
+    settings = dict(config[section], backend=config["backend"])
+    if evalset and config["datasets"][evalset]["eval_only"]:
+        for key in ("num_samples", "max_new_tokens"):
+            settings[key] = settings.pop(f"ood_{key}", settings[key])
+    settings = {k: v for k, v in settings.items() if not k.startswith("ood_")}
     if "chat_template_kwargs" in spec:
         settings["chat_template_kwargs"] = spec["chat_template_kwargs"]
     if config["backend"] == "vllm":
         settings["max_lora_rank"] = config["training"]["lora"]["r"]
     return as_json(settings)
+
+
+def final_only(wildcards):
+    """Evaluation-only sets are evaluated on the final adapter alone (they are expensive and out of distribution)."""
+    return "--final-only" if config["datasets"][wildcards.evalset]["eval_only"] else ""
 
 
 def runs_listing():

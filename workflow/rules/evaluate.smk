@@ -7,7 +7,7 @@ rule evaluate_base:
         BASE_EVAL,
     params:
         model=lambda wc: model_path(wc.model),
-        settings=lambda wc: gen_settings("evaluation", wc.model),
+        settings=lambda wc: gen_settings("evaluation", wc.model, wc.evalset),
         dataset=lambda wc: dataset_json(wc.evalset),
         seed=config["evaluation"]["seed"],
     threads: 1
@@ -33,9 +33,10 @@ rule evaluate:
         RUN_EVAL,
     params:
         model=lambda wc: model_path(wc.model),
-        settings=lambda wc: gen_settings("evaluation", wc.model),
+        settings=lambda wc: gen_settings("evaluation", wc.model, wc.evalset),
         dataset=lambda wc: dataset_json(wc.evalset),
         seed=config["evaluation"]["seed"],
+        final_only=final_only,
     threads: 1
     log:
         log_file("evaluate", "{model}_{dataset}_{policy}_b{budget}_s{seed}_{evalset}"),
@@ -45,5 +46,5 @@ rule evaluate:
         "../../envs/grpo-budget.yaml"
     shell:
         "grpo-budget --threads {threads} evaluate --model {params.model:q} --test {input.test:q}"
-        " --manifest {input.manifest:q} --settings {params.settings:q} --dataset {params.dataset:q}"
+        " --manifest {input.manifest:q} {params.final_only} --settings {params.settings:q} --dataset {params.dataset:q}"
         " --seed {params.seed} --out {output:q} > {log:q} 2>&1"

@@ -29,6 +29,8 @@ rule select:
         SCORES,
     output:
         SUBSET,
+    params:
+        tiers=lambda wc: as_json(config["datasets"][wc.dataset].get("tiers")),
     log:
         log_file("select", "{model}_{dataset}_{policy}_b{budget}_s{seed}"),
     benchmark:
@@ -37,4 +39,4 @@ rule select:
         "../../envs/grpo-budget.yaml"
     shell:
         "grpo-budget select --scores {input:q} --policy {wildcards.policy} --budget {wildcards.budget}"
-        " --seed {wildcards.seed} --out {output:q} > {log:q} 2>&1"
+        " --seed {wildcards.seed} --tiers {params.tiers:q} --out {output:q} > {log:q} 2>&1"
