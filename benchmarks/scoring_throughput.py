@@ -1,0 +1,96 @@
+"""Scoring throughput: the batched generation backend vs a one-prompt-at-a-time loop, on the same model.
+
+Prints prompts/s and generated tokens/s for each, and their ratio, in one run. On a GPU machine with vLLM
+installed, ``--backends transformers vllm`` adds vLLM to the comparison.
+
+    python benchmarks/scoring_throughput.py                      # the embedded tiny model (results/models/tiny)
+    python benchmarks/scoring_throughput.py --model Qwen/Qwen2.5-0.5B-Instruct --prompts 64 --max-new-tokens 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from grpo_budget import framearith, generation, prompts
+from grpo_budget.generation import Sampling
+
+
+def tiny_model(path: str | None) -> str:
+    """The embedded default's model if it was built, else a freshly initialised one of the same shape."""
+    if path:
+        return path
+    built = Path("results/models/tiny")
+    if (built / "config.json").exists():
+        return str(built)
+    from grpo_budget import tinymodel
+
+    out = Path(tempfile.mkdtemp()) / "tiny"
+    tok = tinymodel.build_tokenizer(framearith.VOCAB)
+    model = tinymodel.build_model(tok, 128, 512, 4, 4, seed=0)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return str(out)
+
+
+def questions(model: str, n: int) -> list:
+    items = framearith.generate(n, seed=0)
+    if "tiny" in model or Path(model, "calibration.json").exists():
+        return list(items["prompt"])
+    return [prompts.build(f"What is the running sum mod 10 of: {q}", "Put your final answer within \\boxed{}.", True)
+            for q in items["prompt"]]
+
+
+def measure(gen: generation.Generator, ps: list, sampling: Sampling, one_at_a_time: bool) -> dict:
+    start = time.perf_counter()
+    if one_at_a_time:
+        out = [gen.generate([p], sampling)[0] for p in ps]
+    else:
+        out = gen.generate(ps, sampling)
+    seconds = time.perf_counter() - start
+    tokens = sum(c.n_tokens for comps in out for c in comps)
+    return {"seconds": round(seconds, 3), "prompts_per_s": round(len(ps) / seconds, 2),
+            "tokens_per_s": round(tokens / seconds, 1), "generated_tokens": tokens}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--prompts", type=int, default=256)
+    ap.add_argument("--samples", type=int, default=8, help="K completions per prompt")
+    ap.add_argument("--max-new-tokens", type=int, default=20)
+    ap.add_argument("--batch-size", type=int, default=1024, help="sequences per batched generate call")
+    ap.add_argument("--backends", nargs="+", default=["transformers"], choices=generation.BACKENDS)
+    ap.add_argument("--threads", type=int, default=None)
+    a = ap.parse_args()
+    if a.threads:
+        import torch
+
+        torch.set_num_threads(a.threads)
+    model = tiny_model(a.model)
+    ps = questions(model, a.prompts)
+    sampling = Sampling(n=a.samples, temperature=1.0, max_new_tokens=a.max_new_tokens, seed=0)
+    results = {"model": model, "prompts": a.prompts, "samples": a.samples, "max_new_tokens": a.max_new_tokens,
+               "device": generation.default_device()}
+    for backend in a.backends:
+        gen = generation.make_generator(backend, model, batch_size=a.batch_size, progress=False) \
+            if backend == "transformers" else generation.make_generator(backend, model, enable_lora=False)
+        gen.generate(ps[:2], sampling)  # warm-up (kernels, caches)
+        results[f"{backend}_batched"] = measure(gen, ps, sampling, one_at_a_time=False)
+        if backend == "transformers":
+            loop = ps[: max(8, a.prompts // 8)]  # the loop is slow: time a slice, rates are per prompt
+            results["transformers_one_at_a_time"] = measure(gen, loop, sampling, one_at_a_time=True)
+    base = results["transformers_one_at_a_time"]["prompts_per_s"]
+    for key in [k for k in results if k.endswith("_batched")]:
+        results[f"speedup_{key}_vs_one_at_a_time"] = round(results[key]["prompts_per_s"] / base, 1)
+    if "vllm_batched" in results:
+        results["speedup_vllm_vs_transformers_batched"] = round(
+            results["vllm_batched"]["tokens_per_s"] / results["transformers_batched"]["tokens_per_s"], 1)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
