@@ -40,10 +40,18 @@ TRAIN_LOG = results(f"{RUN_DIR}/train_log.parquet")
 MANIFEST = results(f"{RUN_DIR}/manifest.json")
 RUN_EVAL = results(f"{RUN_DIR}/eval/{{evalset}}.parquet")
 BASE_EVAL = results("base/{model}/{evalset}.parquet")
+# Aggregate outputs: each figure (PNG and PDF) and each table (CSV per seed; Markdown and HTML per arm) is its own job.
 SUMMARY_CSV = results("summary.csv")
 SUMMARY_MD = results("summary.md")
+SUMMARY_SEEDS = results("tables/gains_over_seeds.csv")
+SUMMARY_HTML = results("tables/summary.html")
 FIGURE = results("figures/{name}.png")
-FIGURES = ["accuracy_vs_checkpoint", "learnable_vs_step", "pass_rate_histogram"]
+FIGURE_PDF = results("figures/{name}.pdf")
+FIGURES = ["accuracy_vs_checkpoint", "learnable_vs_step", "pass_rate_histogram", "accuracy_by_difficulty"]
+TABLE = results("tables/{table}.csv")
+TABLE_MD = results("tables/{table}.md")
+TABLE_HTML = results("tables/{table}.html")
+TABLES = ["learnable", "difficulty", "ood"]
 
 
 def log_file(rule, name):
@@ -137,34 +145,57 @@ def runs_listing():
             evals={e: RUN_EVAL.format(**r, evalset=e) for e in evalsets(r["dataset"])},
         )
         runs.append(run)
+    every_evalset = sorted({e for d in trainable_datasets() for e in evalsets(d)})
     base = [
         dict(model=m, evalset=e, eval=BASE_EVAL.format(model=m, evalset=e))
         for m in config["models"]
-        for e in sorted({e for d in trainable_datasets() for e in evalsets(d)})
+        for e in every_evalset
     ]
     scores = [
         dict(model=m, dataset=d, path=SCORES.format(model=m, dataset=d))
         for m in config["models"]
         for d in trainable_datasets()
     ]
-    return dict(runs=runs, base=base, scores=scores, num_generations=config["training"]["num_generations"])
+    return dict(
+        runs=runs,
+        base=base,
+        scores=scores,
+        tests={e: DATA.format(dataset=e, split="test") for e in every_evalset},
+        num_generations=config["training"]["num_generations"],
+        prompts_per_step=config["training"]["prompts_per_step"],
+    )
 
 
 def listing_files(what):
-    """The files of the runs listing that one aggregate output reads."""
+    """The files of the runs listing that one aggregate output reads (a FIGURES or TABLES name, or "summary")."""
     listing = runs_listing()
+    runs = listing["runs"]
+    if what == "ood":  # the out-of-distribution sets only
+        ood = {(r["model"], e) for r in runs for e in r["evals"] if e != r["dataset"]}
+        return [b["eval"] for b in listing["base"] if (b["model"], b["evalset"]) in ood] + [
+            p for r in runs for e, p in r["evals"].items() if e != r["dataset"]
+        ]
     files = []
-    if what in ("summary", "accuracy_vs_checkpoint"):
+    if what in ("summary", "accuracy_vs_checkpoint", "difficulty", "accuracy_by_difficulty"):
         files += [b["eval"] for b in listing["base"]]
-        files += [p for r in listing["runs"] for p in r["evals"].values()]
-    if what in ("summary", "learnable_vs_step"):
-        files += [r["log"] for r in listing["runs"]]
-    if what in ("summary", "learnable_vs_step", "pass_rate_histogram"):
-        files += [r["subset"] for r in listing["runs"]]
+        files += [p for r in runs for p in r["evals"].values()]
+    if what in ("difficulty", "accuracy_by_difficulty"):
+        files += list(listing["tests"].values())
+    if what in ("summary", "learnable_vs_step", "learnable"):
+        files += [r["log"] for r in runs]
+    if what in ("summary", "learnable_vs_step", "pass_rate_histogram", "learnable"):
+        files += [r["subset"] for r in runs]
     if what == "pass_rate_histogram":
         files += [s["path"] for s in listing["scores"]]
     return files
 
 
 def final_targets():
-    return [SUMMARY_CSV, SUMMARY_MD] + expand(FIGURE, name=FIGURES)
+    """Every aggregate output; the out-of-distribution table only when some dataset lists `ood` sets."""
+    has_ood = any(config["datasets"][d]["ood"] for d in trainable_datasets())
+    tables = [t for t in TABLES if t != "ood" or has_ood]
+    return (
+        [SUMMARY_CSV, SUMMARY_MD, SUMMARY_SEEDS, SUMMARY_HTML]
+        + expand([FIGURE, FIGURE_PDF], name=FIGURES)
+        + expand([TABLE, TABLE_MD, TABLE_HTML], table=tables)
+    )

@@ -1,0 +1,304 @@
+"""The aggregate stage: tables on synthetic Parquet files with answers worked out by hand, the learnable-% reading of
+a real trainer log, the figures, and (slow) the tiny workflow end to end with `snakemake --report`."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from grpo_budget import analysis, framearith, stats, training
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "tests" / "configs" / "tiny.yaml"
+SETTINGS = {"n_boot": 500, "level": 0.95, "seed": 0, "learnable_window": 0.5, "stratify_by": "auto"}
+
+IDS = [f"t{i}" for i in range(8)]
+BASE_CORRECT = [2, 2, 1, 0, 1, 0, 0, 0]  # of 2 samples: accuracy 1, 1, .5, 0 | .5, 0, 0, 0 -> 0.375
+N_OPS = [1, 1, 1, 1, 2, 2, 2, 2]
+# final-step correct counts (of 2) per arm and seed; and the step-2 accuracy
+ARMS = {
+    ("hard", 0): {"final": [2, 2, 2, 0, 2, 1, 0, 0], "step2": [1] * 8},  # 0.5625 at step 4; 0.5 at step 2
+    ("random", 0): {"final": BASE_CORRECT, "step2": [2] * 8},  # no change at the end, 1.0 at step 2
+    ("random", 1): {"final": [1] * 8, "step2": [1] * 8},  # 0.5 at both steps
+}
+OOD_BASE = [0, 1, 2, 4]  # of 4 samples
+OOD_FINAL = {("hard", 0): [1, 1, 3, 4], ("random", 0): [0, 1, 2, 4], ("random", 1): [0, 0, 2, 4]}
+FRAC_ZERO_STD = [0.5, 0.75, 1.0, 1.0]  # -> learnable 0.5, 0.25, 0, 0
+
+
+def _eval(ids, steps_correct: dict[int, list[int]], n: int) -> pd.DataFrame:
+    rows = []
+    for step, correct in steps_correct.items():
+        for i, c in zip(ids, correct):
+            rows.append({"id": i, "step": step, "n_samples": n, "n_correct": c, "accuracy": c / n})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture()
+def synthetic(tmp_path) -> dict:
+    """A results folder with one model, a training set with an out-of-distribution set, and three runs."""
+    r = tmp_path
+    (r / "data").mkdir()
+    pd.DataFrame({"id": IDS, "prompt": "q", "answer": "1", "n_ops": N_OPS}).to_parquet(r / "data/fa.parquet")
+    pd.DataFrame({"id": IDS[:4], "prompt": "q", "answer": "1"}).to_parquet(r / "data/other.parquet")
+    (r / "base").mkdir()
+    _eval(IDS, {0: BASE_CORRECT}, 2).to_parquet(r / "base/fa.parquet")
+    _eval(IDS[:4], {0: OOD_BASE}, 4).to_parquet(r / "base/other.parquet")
+    runs = []
+    for (policy, seed), arm in ARMS.items():
+        d = r / f"{policy}{seed}"
+        d.mkdir()
+        pd.DataFrame({"id": ["p0", "p1", "p2", "p3"], "pass_rate": [0.0, 0.0, 0.5, 0.5], "n_samples": 4,
+                      "n_correct": [0, 0, 2, 2]}).to_parquet(d / "subset.parquet")
+        log = pd.DataFrame({"step": [1, 2, 3, 4], "loss": 0.1, "frac_reward_zero_std": FRAC_ZERO_STD})
+        log = pd.concat([log, pd.DataFrame({"step": [4], "train_loss": [0.1]})], ignore_index=True)  # final summary row
+        log.to_parquet(d / "log.parquet")
+        _eval(IDS, {2: arm["step2"], 4: arm["final"]}, 2).to_parquet(d / "fa.parquet")
+        _eval(IDS[:4], {4: OOD_FINAL[(policy, seed)]}, 4).to_parquet(d / "other.parquet")
+        runs.append({"model": "m", "dataset": "fa", "policy": policy, "budget": "0.5", "seed": seed,
+                     "subset": str(d / "subset.parquet"), "log": str(d / "log.parquet"),
+                     "evals": {"fa": str(d / "fa.parquet"), "other": str(d / "other.parquet")}})
+    return {"runs": runs, "num_generations": 2, "prompts_per_step": 4,
+            "base": [{"model": "m", "evalset": e, "eval": str(r / f"base/{e}.parquet")} for e in ("fa", "other")],
+            "scores": [], "tests": {e: str(r / f"data/{e}.parquet") for e in ("fa", "other")}}
+
+
+def _row(df: pd.DataFrame, **where) -> pd.Series:
+    mask = np.ones(len(df), dtype=bool)
+    for k, v in where.items():
+        mask &= (df[k] == v).to_numpy()
+    assert mask.sum() == 1, (where, df)
+    return df[mask].iloc[0]
+
+
+def test_summary_gains_by_hand(synthetic):
+    t = analysis.summary_table(synthetic, SETTINGS)
+    assert len(t) == 6  # 3 runs x 2 evaluation sets
+    hard = _row(t, policy="hard", evalset="fa")
+    assert hard["base_acc"] == pytest.approx(0.375) and hard["final_acc"] == pytest.approx(0.5625)
+    assert hard["gain_pts"] == pytest.approx(18.75) and hard["rel_gain"] == pytest.approx(0.1875 / 0.625)
+    assert (hard["final_step"], hard["best_step"]) == (4, 4) and not hard["ood"]
+    assert hard["gain_lo"] <= 18.75 <= hard["gain_hi"]
+    g = stats.paired_bootstrap_gain(np.array(BASE_CORRECT) / 2, np.array(ARMS[("hard", 0)]["final"]) / 2,
+                                    n_boot=500, seed=0)
+    assert (hard["gain_lo"], hard["gain_hi"]) == pytest.approx((g["gain_lo"], g["gain_hi"]))
+    random0 = _row(t, policy="random", seed=0, evalset="fa")
+    assert random0["gain_pts"] == pytest.approx(0) and random0["best_step"] == 2
+    assert random0["best_acc"] == pytest.approx(1.0) and random0["best_gain_pts"] == pytest.approx(62.5)
+    assert hard["learnable_pct"] == pytest.approx(100 * 0.1875) and hard["predicted_learnable_pct"] == pytest.approx(25)
+    assert _row(t, policy="hard", evalset="other")["ood"]
+
+
+def test_gains_over_seeds_mean_spread_and_interval(synthetic):
+    over = analysis.gains_over_seeds(synthetic, SETTINGS)
+    random = _row(over, policy="random", evalset="fa")
+    assert random["n_seeds"] == 2 and random["gain_pts"] == pytest.approx(6.25)  # seeds: +0 and +12.5
+    assert random["gain_sd"] == pytest.approx(np.std([0, 12.5], ddof=1))
+    assert random["final_acc"] == pytest.approx((0.375 + 0.5) / 2)
+    assert random["gain_lo"] < 6.25 < random["gain_hi"]
+    hard = _row(over, policy="hard", evalset="fa")
+    per_seed = _row(analysis.summary_table(synthetic, SETTINGS), policy="hard", evalset="fa")
+    assert (hard["gain_lo"], hard["gain_hi"]) == pytest.approx((per_seed["gain_lo"], per_seed["gain_hi"]))
+    assert np.isnan(hard["gain_sd"])
+
+
+def test_two_stage_interval_covers_seed_spread():
+    s = analysis._settings({"n_boot": 1000})
+    same = np.tile(np.array([0, 1] * 50, dtype=float), (3, 1))
+    apart = same + np.array([[-0.2], [0.0], [0.2]])
+    lo1, hi1 = analysis._interval(same, s)
+    lo2, hi2 = analysis._interval(apart, s)
+    assert lo1 < 0.5 < hi1 and lo2 < 0.5 < hi2
+    assert hi2 - lo2 > hi1 - lo1  # the seed-to-seed spread widens the interval
+
+
+def test_difficulty_by_tier_by_hand(synthetic):
+    t = analysis.difficulty_table(synthetic, SETTINGS)
+    fa = t[t["evalset"] == "fa"]
+    assert set(fa["stratify_by"]) == {"n_ops"} and set(fa["tier"]) == {"n_ops 1", "n_ops 2"}
+    one = _row(fa, policy="hard", tier="n_ops 1")
+    two = _row(fa, policy="hard", tier="n_ops 2")
+    assert (one["n_items"], one["base_acc"], one["final_acc"]) == (4, pytest.approx(0.625), pytest.approx(0.75))
+    assert (two["base_acc"], two["final_acc"], two["gain_pts"]) == (pytest.approx(0.125), pytest.approx(0.375),
+                                                                    pytest.approx(25))
+    assert two["gain_lo"] <= 25 <= two["gain_hi"]
+    # the out-of-distribution set has no metadata: tiers from the base model's per-item accuracy (k of 4)
+    other = t[(t["evalset"] == "other") & (t["policy"] == "hard")]
+    assert list(other["tier"]) == ["0/4", "1/4", "2/4", "4/4"] and set(other["stratify_by"]) == {"base pass rate"}
+    assert list(other["final_acc"]) == pytest.approx([0.25, 0.25, 0.75, 1.0])
+    over = analysis.difficulty_table(synthetic, SETTINGS, over_seeds=True)
+    r2 = _row(over, policy="random", evalset="fa", tier="n_ops 2")
+    assert r2["n_seeds"] == 2 and r2["final_acc"] == pytest.approx((0.125 + 0.5) / 2)
+
+
+def test_difficulty_tiers_configurable(synthetic):
+    by_rate = analysis.difficulty_table(synthetic, {**SETTINGS, "stratify_by": {"fa": "base_pass_rate"}})
+    fa = by_rate[(by_rate["evalset"] == "fa") & (by_rate["policy"] == "hard")]
+    assert list(fa["tier"]) == ["0/2", "1/2", "2/2"] and list(fa["n_items"]) == [4, 2, 2]
+    assert list(fa["base_acc"]) == pytest.approx([0, 0.5, 1])
+    assert list(fa["final_acc"]) == pytest.approx([0.125, 1.0, 1.0])  # t3, t5, t6, t7 | t2, t4 | t0, t1
+    with pytest.raises(ValueError, match="no column 'level'"):
+        analysis.difficulty_table(synthetic, {**SETTINGS, "stratify_by": "level"})
+
+
+def test_tiers_quartiles_and_missing():
+    test = pd.DataFrame({"id": [f"x{i}" for i in range(12)], "level": [float(i) for i in range(11)] + [np.nan]})
+    tier, order, source = analysis.tiers(test, pd.DataFrame(), "auto")
+    assert source == "level" and len(order) == 5 and order[-1] == "missing"
+    assert tier["x11"] == "missing" and tier["x0"] == order[0] and tier["x10"] == order[3]
+
+
+def test_learnable_predicted_vs_observed(synthetic):
+    t = analysis.learnable_table(synthetic, SETTINGS)
+    row = _row(t, policy="hard")
+    assert row["predicted_pct"] == pytest.approx(25)  # p = 0, 0, .5, .5 with G = 2: 1 - p² - (1 - p)² = 0, 0, .5, .5
+    assert (row["logged_steps"], row["window_steps"], row["window_groups"]) == (4, 2, 8)  # half of 4 steps, 4 groups each
+    assert row["observed_first_pct"] == pytest.approx(37.5) and row["observed_all_pct"] == pytest.approx(18.75)
+    assert row["diff_pts"] == pytest.approx(12.5)
+    assert row["observed_lo"] < 25 < row["observed_hi"] and row["predicted_in_interval"]
+    t3 = analysis.learnable_table(synthetic, {**SETTINGS, "learnable_window": 1})
+    assert _row(t3, policy="hard")["observed_first_pct"] == pytest.approx(50)
+
+
+def test_window_steps():
+    assert analysis.window_steps(60, 0.1) == 6 and analysis.window_steps(6, 0.1) == 1
+    assert analysis.window_steps(25, 0.1) == 3  # 2.5 rounds half up
+    assert analysis.window_steps(60, 10) == 10 and analysis.window_steps(4, 10) == 4
+    assert analysis.window_steps(60, 1.0) == 60 and analysis.window_steps(0, 0.1) == 0
+
+
+def test_posterior_learnable_matches_monte_carlo():
+    rng = np.random.default_rng(0)
+    c, n, G = np.array([0, 3, 8]), np.array([8, 8, 8]), 8
+    p = rng.beta(c[:, None] + 0.5, n[:, None] - c[:, None] + 0.5, size=(3, 200_000))
+    mc = np.mean(1 - p**G - (1 - p) ** G)
+    assert analysis.posterior_learnable(c, n, G) == pytest.approx(mc, abs=3e-3)
+    assert analysis.posterior_learnable(np.array([0]), np.array([8]), G) > 0.2  # a 0/8 item is not hopeless
+
+
+def test_ood_pass_at_k_by_hand(synthetic):
+    t = analysis.ood_table(synthetic, SETTINGS)
+    assert set(t["evalset"]) == {"other"} and set(t["k"]) == {1, 4}
+    p1 = _row(t, policy="hard", k=1)
+    assert p1["base_acc"] == pytest.approx((0 + 0.25 + 0.5 + 1) / 4)
+    assert p1["final_acc"] == pytest.approx((0.25 + 0.25 + 0.75 + 1) / 4)
+    p4 = _row(t, policy="hard", k=4)
+    assert p4["base_acc"] == pytest.approx(0.75) and p4["final_acc"] == pytest.approx(1.0)
+    assert p4["gain_pts"] == pytest.approx(25)
+    k2 = analysis.pass_at_k_items(pd.DataFrame({"n_samples": [4, 4, 4], "n_correct": [0, 1, 2]}), 2)
+    assert list(k2) == pytest.approx([0, 1 - math.comb(3, 2) / math.comb(4, 2), 1 - math.comb(2, 2) / math.comb(4, 2)])
+    over = analysis.ood_table(synthetic, SETTINGS, over_seeds=True)
+    r4 = _row(over, policy="random", k=4)
+    assert r4["n_seeds"] == 2 and r4["final_acc"] == pytest.approx((0.75 + 0.5) / 2)
+
+
+def test_ood_table_empty_without_ood_sets(synthetic, tmp_path):
+    for r in synthetic["runs"]:
+        del r["evals"]["other"]
+    assert analysis.ood_table(synthetic, SETTINGS).empty
+    analysis.run("table-ood", synthetic, [str(tmp_path / f"o.{x}") for x in ("csv", "md", "html")], SETTINGS)
+    assert "No dataset" in (tmp_path / "o.md").read_text()
+
+
+def test_curves_have_intervals(synthetic):
+    c = analysis.curves(synthetic, SETTINGS)
+    fa = c[(c["evalset"] == "fa")]
+    base = _row(fa, policy="hard", step=0)
+    assert base["accuracy"] == pytest.approx(0.375) and base["lo"] < 0.375 < base["hi"]
+    rnd = _row(fa, policy="random", step=4)
+    assert rnd["n_seeds"] == 2 and rnd["accuracy"] == pytest.approx((0.375 + 0.5) / 2)
+    assert rnd["lo"] <= rnd["accuracy"] <= rnd["hi"]
+    assert list(_row(c, policy="hard", evalset="other", step=4)[["step"]]) == [4]  # final-only evaluations
+
+
+def test_every_output_kind_writes_its_files(synthetic, tmp_path):
+    out = tmp_path / "out"
+    analysis.run("summary", synthetic, [str(out / f) for f in ("s.csv", "s.md", "seeds.csv", "s.html")], SETTINGS)
+    md = (out / "s.md").read_text()
+    assert "| hard | 0.5 | 1 | 37.5 | 56.2 |" in md and "± 8.8" in md and "Largest gain: hard @ 0.5" in md
+    assert len(pd.read_csv(out / "seeds.csv")) == 4 and "<table" in (out / "s.html").read_text()
+    for kind in ("table-learnable", "table-difficulty", "table-ood"):
+        analysis.run(kind, synthetic, [str(out / f"{kind}.{x}") for x in ("csv", "md", "html")], SETTINGS)
+        assert len(pd.read_csv(out / f"{kind}.csv")) > 0 and "<table" in (out / f"{kind}.html").read_text()
+    assert "| n_ops 2 | 4 | 12.5 | 37.5 (+25.0) |" in (out / "table-difficulty.md").read_text()
+    with pytest.raises(ValueError, match="unknown aggregate output"):
+        analysis.run("figure-nope", synthetic, [str(out / "x.png")], SETTINGS)
+
+
+def test_figures_png_and_pdf(synthetic, tmp_path):
+    synthetic["scores"] = [{"model": "m", "dataset": "fa", "path": synthetic["runs"][0]["subset"]}]
+    for kind in analysis.FIGURES:
+        outs = [tmp_path / f"{kind}.png", tmp_path / f"{kind}.pdf"]
+        analysis.run(kind, synthetic, [str(p) for p in outs], SETTINGS)
+        assert outs[0].read_bytes()[:4] == b"\x89PNG" and outs[1].read_bytes()[:5] == b"%PDF-"
+
+
+def test_learnable_from_a_real_trainer_log(tmp_path, tiny_model_dir):
+    items = framearith.generate(16, seed=0, width=4, min_ops=1, max_ops=3)
+    items["pass_rate"], items["n_samples"], items["n_correct"] = 0.5, 4, 2
+    items.to_parquet(tmp_path / "subset.parquet")
+    settings = {"num_generations": 4, "prompts_per_step": 4, "max_steps": 4, "save_steps": 4,
+                "max_completion_length": 8, "learning_rate": 1e-3, "lora": {"r": 2, "alpha": 4}}
+    dataset = {"grading": {"mode": "lenient", "pattern": r"=\s*(-?\d+)"}, "prompt": {"chat_template": False}}
+    training.train(tmp_path / "subset.parquet", str(tiny_model_dir), tmp_path / "ck", tmp_path / "log.parquet",
+                   tmp_path / "manifest.json", settings, dataset, seed=0)
+    log = pd.read_parquet(tmp_path / "log.parquet")
+    runs = {"num_generations": 4, "prompts_per_step": 4,
+            "runs": [{"model": "m", "dataset": "d", "policy": "random", "budget": "16", "seed": 0,
+                      "subset": str(tmp_path / "subset.parquet"), "log": str(tmp_path / "log.parquet"), "evals": {}}]}
+    row = analysis.learnable_table(runs, {"learnable_window": 2}).iloc[0]
+    frac = log["frac_reward_zero_std"].dropna().to_numpy()
+    assert (row["logged_steps"], row["window_steps"], row["window_groups"]) == (4, 2, 8)
+    assert row["observed_all_pct"] == pytest.approx(100 * (1 - frac.mean()))
+    assert row["observed_first_pct"] == pytest.approx(100 * (1 - frac[:2].mean()))
+    assert row["predicted_pct"] == pytest.approx(100 * (1 - 2 * 0.5**4))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# End to end
+
+
+def snakemake(*args: str) -> subprocess.CompletedProcess:
+    out = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *args], cwd=ROOT, capture_output=True,
+                         text=True)
+    assert out.returncode == 0, f"snakemake {' '.join(args)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}"
+    return out
+
+
+@pytest.mark.slow
+def test_tiny_workflow_tables_figures_and_report(tmp_path):
+    results = tmp_path / "results"
+    args = ("--configfile", str(TINY), "--config", f"results={results}")
+    snakemake(*args)
+    for name in ("accuracy_vs_checkpoint", "learnable_vs_step", "pass_rate_histogram", "accuracy_by_difficulty"):
+        assert (results / f"figures/{name}.png").read_bytes()[:4] == b"\x89PNG"
+        assert (results / f"figures/{name}.pdf").read_bytes()[:5] == b"%PDF-"
+    for table in ("learnable", "difficulty"):
+        assert len(pd.read_csv(results / f"tables/{table}.csv")) > 0
+        assert (results / f"tables/{table}.md").exists() and (results / f"tables/{table}.html").exists()
+    assert not (results / "tables/ood.csv").exists()  # the tiny config lists no out-of-distribution sets
+    learn = pd.read_csv(results / "tables/learnable.csv")
+    assert set(learn["policy"]) == {"hard", "random", "full"} and (learn["window_steps"] == 1).all()
+
+    # one table alone, from cached upstream outputs: only its own job runs
+    (results / "tables/learnable.csv").unlink()
+    text = snakemake(str(results / "tables/learnable.csv"), *args).stderr
+    assert "rule table:" in text and "wildcards: table=learnable" in text
+    for rule in ("train", "evaluate", "summary", "figure", "score"):
+        assert f"rule {rule}:" not in text
+
+    report = tmp_path / "report.html"
+    snakemake("--report", str(report), *args)
+    page = report.read_text()
+    for name in ("accuracy_vs_checkpoint", "learnable_vs_step", "pass_rate_histogram", "accuracy_by_difficulty",
+                 "learnable.html", "difficulty.html", "summary.html"):
+        assert name in page, name
+    for caption in ("Learning curves", "Learnable opportunities", "What each policy bought", "Accuracy by difficulty"):
+        assert caption in page, caption
