@@ -756,8 +756,9 @@ def figure_learnable(runs: dict, outs: Sequence[str], settings: dict) -> None:
         ax.set(title=f"{model} · {dataset}", xlabel="training step", ylabel="groups with reward std > 0 (%)",
                ylim=(-3, 103))
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, title="thin: per step, thick: cumulative mean,\ndashed: predicted, "
-                  "grey: window of the table", title_fontsize=7)
+        ax.legend(fontsize=7, title="thin: per step, thick: cumulative mean, dashed: predicted,\n"
+                  "grey: the first steps the learnable table compares", title_fontsize=7,
+                  loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     if not keyed:
         _empty(axes[0], "no runs")
     _save_figure(fig, outs)
