@@ -65,6 +65,22 @@ def benchmark_file(rule, name):
 NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 
 
+# Cluster resources of the GPU rules, scaled to the model (config `models.NAME.size_b`, billions of parameters):
+# one A100-80GB holds a bf16 model of up to ~14B with LoRA (2 GB of weights per billion, activations and vLLM's
+# share on top). Runtime (minutes) and host memory (MB) = base + per_billion * size_b.
+GPU_SCALING = {
+    "score": {"runtime": (60, 15), "mem_mb": (16000, 4000)},
+    "train": {"runtime": (240, 60), "mem_mb": (32000, 6000)},
+    "evaluate": {"runtime": (60, 10), "mem_mb": (16000, 4000)},
+}
+
+
+def scaled(stage, resource):
+    """A resource callable of a GPU rule, from the model's size."""
+    base, per_billion = GPU_SCALING[stage][resource]
+    return lambda wc: int(base + per_billion * config["models"][wc.model]["size_b"])
+
+
 def budget_labels(policy):
     if policy in FIXED_SIZE:
         return [FULL_LABEL]

@@ -11,6 +11,9 @@ rule evaluate_base:
         dataset=lambda wc: dataset_json(wc.evalset),
         seed=config["evaluation"]["seed"],
     threads: 1
+    resources:
+        mem_mb=scaled("evaluate", "mem_mb"),
+        runtime=scaled("evaluate", "runtime"),
     log:
         log_file("evaluate_base", "{model}_{evalset}"),
     benchmark:
@@ -38,6 +41,9 @@ rule evaluate:
         seed=config["evaluation"]["seed"],
         final_only=final_only,
     threads: 1
+    resources:
+        mem_mb=scaled("evaluate", "mem_mb"),
+        runtime=scaled("evaluate", "runtime"),
     log:
         log_file("evaluate", "{model}_{dataset}_{policy}_b{budget}_s{seed}_{evalset}"),
     benchmark:

@@ -11,6 +11,9 @@ rule score:
         dataset=lambda wc: dataset_json(wc.dataset),
         seed=config["scoring"]["seed"],
     threads: 1
+    resources:
+        mem_mb=scaled("score", "mem_mb"),
+        runtime=scaled("score", "runtime"),
     log:
         log_file("score", "{model}_{dataset}"),
     benchmark:

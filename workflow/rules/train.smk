@@ -14,6 +14,9 @@ rule train:
         ),
         dataset=lambda wc: dataset_json(wc.dataset),
     threads: 1
+    resources:
+        mem_mb=scaled("train", "mem_mb"),
+        runtime=scaled("train", "runtime"),
     log:
         log_file("train", "{model}_{dataset}_{policy}_b{budget}_s{seed}"),
     benchmark:
