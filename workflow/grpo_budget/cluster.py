@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -116,8 +117,10 @@ class SnakemakeController:
 
     Snakemake's output goes straight to the job's stdout log.  A non-zero exit raises, so submitit marks the
     job failed.  SIGUSR2 (submitit's pre-timeout signal, sent by SLURM to every process of the job) is
-    ignored in Snakemake, which would otherwise die of it without cancelling its jobs; SIGTERM (scancel,
-    time limit) reaches Snakemake, which then cancels the SLURM jobs it submitted.
+    ignored in Snakemake, which would otherwise die of it without cancelling its jobs.  SIGTERM (scancel of
+    the controller, its time limit) is turned into SIGINT for Snakemake: on SIGTERM alone Snakemake only
+    stops submitting and waits for the running jobs, and SLURM kills it 30 s later (KillWait) with its jobs
+    left running; on SIGINT it scancels its jobs first.
     """
 
     def __init__(self, snakemake_args: Sequence[str], workdir: Path | str, env: Mapping[str, str] | None = None,
@@ -137,12 +140,24 @@ class SnakemakeController:
               flush=True)
         proc = subprocess.Popen(self.command(), cwd=self.workdir, env=env,
                                 preexec_fn=lambda: signal.signal(signal.SIGUSR2, signal.SIG_IGN))
+
+        def interrupt(signum, frame):  # scancel of the controller: stop like Ctrl-C, i.e. cancel the jobs
+            print(f"controller got signal {signum}: interrupting snakemake (it cancels its SLURM jobs)", flush=True)
+            # SLURM sends SIGTERM to snakemake itself too; Snakemake's SIGTERM handler takes a lock, and a
+            # SIGINT landing in the middle of it can leave Snakemake stuck: let that handler finish first.
+            for delay in (2.0, 12.0):
+                threading.Timer(delay, lambda: proc.poll() is None and proc.send_signal(signal.SIGINT)).start()
+
+        previous = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             rc = proc.wait()
-        except BaseException:  # e.g. submitit's own signal handling: stop snakemake cleanly first
-            proc.send_signal(signal.SIGTERM)
+        except BaseException:
+            proc.send_signal(signal.SIGINT)
             proc.wait()
             raise
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
         if rc != 0:
             raise RuntimeError(f"snakemake exited with status {rc}")
         return rc
