@@ -178,7 +178,9 @@ def test_profile_parses_with_gpu_requests():
     sr = prof["set-resources"]
     for rule in GPU_RULES:
         assert sr[rule]["gpu"] == 1 and sr[rule]["gpu_model"] == "a100", rule
-        assert sr[rule]["mem_mb"] > 0 and sr[rule]["cpus_per_task"] > 0 and sr[rule]["runtime"] > 0, rule
+        assert sr[rule]["cpus_per_task"] > 0, rule
+        # memory and runtime come from the Snakefile, scaled to the model; the profile must not override them
+        assert "mem_mb" not in sr[rule] and "runtime" not in sr[rule], rule
         assert "--requeue" in sr[rule]["slurm_extra"], rule
     for rule in CPU_RULES:
         assert not sr[rule].get("gpu") and not sr[rule].get("gpu_model") and not sr[rule].get("gres"), rule
@@ -202,7 +204,7 @@ def test_profile_env_overrides():
         r = prof["set-resources"][rule]
         assert r["slurm_partition"] == "gpuq"
         assert r["gpu"] == 0 and r["gpu_model"] == ""  # both falsy: the plugin adds no --gpus
-        assert r["mem_mb"] <= 1500 and r["cpus_per_task"] == 1
+        assert r["mem_mb"] == 1500 and r["cpus_per_task"] == 1
     # GPU partition defaults to the CPU partition
     prof = parse_profile({"GRPO_SLURM_PARTITION": "cpuq"})
     assert prof["set-resources"]["train"]["slurm_partition"] == "cpuq"
@@ -398,9 +400,9 @@ def test_controller_notices_job_cancelled_by_user(slurm_cluster, tmp_path, statu
         job_id = text.split("SLURM jobid ")[1].split()[0]
         assert run(["scancel", job_id]).returncode == 0
         try:
-            rc = proc.wait(timeout=90)
+            rc = proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"controller still waiting 90 s after scancel {job_id}: {sacct_jobs(job_ids=[job_id])}")
+            pytest.fail(f"controller still waiting 60 s after scancel {job_id}: {sacct_jobs(job_ids=[job_id])}")
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
