@@ -515,6 +515,29 @@ def test_tiny_workflow_one_slurm_job_per_rule_instance(slurm_cluster, tmp_path):
     assert "SLURM jobid" not in again.stdout + again.stderr  # a re-run submits nothing
     assert "Nothing to be done" in again.stdout + again.stderr
 
+    # the same config run locally gives the same files with the same Parquet schemas
+    local = tmp_path / "local"
+    out = run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", str(TINY), "--config",
+               f"results={local}"], cwd=ROOT, timeout=1800)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-20000:]
+    assert same_outputs_and_schemas(results, local)
+
+
+def same_outputs_and_schemas(a: Path, b: Path) -> bool:
+    """Same output files (logs and benchmarks aside) and, for every Parquet file, the same columns and types."""
+    import pyarrow.parquet as pq
+
+    def outputs(root: Path) -> set[str]:
+        return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()
+                and p.relative_to(root).parts[0] not in ("logs", "benchmarks")
+                and "checkpoints" not in p.relative_to(root).parts}
+
+    files = outputs(a)
+    assert files == outputs(b), sorted(files ^ outputs(b))
+    for rel in sorted(f for f in files if f.endswith(".parquet")):
+        assert pq.read_schema(a / rel).remove_metadata() == pq.read_schema(b / rel).remove_metadata(), rel
+    return True
+
 
 
 def first_output_of(rule: str, results: Path, env: dict[str, str], suffix: str, **kw) -> str:
