@@ -368,6 +368,14 @@ def _text(series: pd.Series | None, n: int) -> list:
 # --------------------------------------------------------------------------- per benchmark
 
 
+def _item_ids(frame: pd.DataFrame, fields: dict, prefix: str, questions: list) -> list[str]:
+    """``prefix-<the copy's id>`` where the copy has an id column, else ``prefix-<hash of the question>``."""
+    id_col = _column(frame, fields, "id")
+    if id_col is not None:
+        return [f"{prefix}-{_safe_id(i)}" for i in id_col]
+    return [f"{prefix}-{_hash(q)}" for q in questions]
+
+
 def _gsm8k(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
     questions = _text(_column(frame, fields, "question", required=True), len(frame))
     solutions = _text(_column(frame, fields, "solution"), len(frame))
@@ -385,8 +393,7 @@ def _gsm8k(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
             return n
         return sum(1 for line in sol.splitlines() if line.strip() and not line.strip().startswith("####"))
 
-    id_col = _column(frame, fields, "id")
-    ids = [f"gsm8k-{_safe_id(i)}" for i in id_col] if id_col is not None else [f"gsm8k-{_hash(q)}" for q in questions]
+    ids = _item_ids(frame, fields, "gsm8k", questions)
     return pd.DataFrame(
         {
             "id": _unique(ids),
@@ -409,8 +416,7 @@ def _math(frame: pd.DataFrame, fields: dict, prefix: str = "math") -> pd.DataFra
         answers = [math_gold(s) for s in solutions]
     levels = _column(frame, fields, "level")
     types = _column(frame, fields, "type")
-    id_col = _column(frame, fields, "id")
-    ids = [f"{prefix}-{_safe_id(i)}" for i in id_col] if id_col is not None else [f"{prefix}-{_hash(q)}" for q in questions]
+    ids = _item_ids(frame, fields, prefix, questions)
     return pd.DataFrame(
         {
             "id": _unique(ids),
@@ -429,11 +435,7 @@ def _aime(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
     questions = _text(_column(frame, fields, "question", required=True), len(frame))
     answers = [_normalize_number(a) for a in _column(frame, fields, "answer", required=True)]
     solutions = _text(_column(frame, fields, "solution"), len(frame))
-    id_col = _column(frame, fields, "id")
-    if id_col is not None:
-        ids = [f"aime2025-{_safe_id(i)}" for i in id_col]
-    else:
-        ids = [f"aime2025-{_hash(q)}" for q in questions]
+    ids = _item_ids(frame, fields, "aime2025", questions)
     out = pd.DataFrame(
         {
             "id": _unique(ids),
