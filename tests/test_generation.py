@@ -54,7 +54,7 @@ def test_vllm_engine_kwargs_enable_lora_with_rank():
 def test_parse_vllm_output():
     # RequestOutput/CompletionOutput shaped records (vLLM cannot be imported on a CPU machine).
     out = SimpleNamespace(outputs=[
-        SimpleNamespace(text=" 7 0 = 0", token_ids=[5, 6, 7, 8], finish_reason="stop", stop_reason=None),
+        SimpleNamespace(text=" 7 0 = 0", token_ids=[5, 6, 7, 1], finish_reason="stop", stop_reason=None),  # 1 = EOS
         SimpleNamespace(text="7 0 5 4", token_ids=[5, 6, 7, 9], finish_reason="length", stop_reason=None),
     ])
-    assert generation.parse_vllm_output(out) == [Completion("7 0 = 0", 5, True), Completion("7 0 5 4", 4, False)]
+    assert generation.parse_vllm_output(out) == [Completion("7 0 = 0", 4, True), Completion("7 0 5 4", 4, False)]

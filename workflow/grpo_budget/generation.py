@@ -215,13 +215,9 @@ def vllm_sampling_kwargs(sampling: Sampling) -> dict:
 
 
 def parse_vllm_output(request_output: Any) -> list[Completion]:
-    """Completions of one vLLM ``RequestOutput`` (EOS counted as a token, like the transformers backend)."""
-    result = []
-    for o in request_output.outputs:
-        finished = o.finish_reason == "stop"
-        n_tokens = len(o.token_ids) + (1 if finished and o.stop_reason is None else 0)
-        result.append(Completion(o.text.strip(), n_tokens, finished))
-    return result
+    """Completions of one vLLM ``RequestOutput``. ``token_ids`` ends with the EOS of a natural stop (TRL's vLLM
+    path relies on this too), so the count includes it, as the transformers backend's does."""
+    return [Completion(o.text.strip(), len(o.token_ids), o.finish_reason == "stop") for o in request_output.outputs]
 
 
 def make_generator(backend: str, model: str, *, device: str | None = None,
