@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .generation import Sampling, make_generator
+from .generation import Sampling, from_settings
 from .io import read_json, write_parquet
 from .scoring import sample_and_grade
 
@@ -22,10 +22,7 @@ def evaluate(model: str, test_path: str, out_path: str, settings: dict, dataset:
         targets = [(c["step"], c["path"]) for c in read_json(manifest_path)["checkpoints"]]
         if final_only:
             targets = targets[-1:]
-    gen = make_generator(settings.get("backend", "transformers"), model,
-                         batch_size=int(settings.get("batch_size", 64)),
-                         template_kwargs=settings.get("chat_template_kwargs"),
-                         max_lora_rank=int(settings.get("max_lora_rank", 64)), **settings.get("backend_kwargs", {}))
+    gen = from_settings(model, settings, max_lora_rank=int(settings.get("max_lora_rank", 64)))
     sampling = Sampling.from_config(settings, seed)
     frames = []
     for step, adapter in targets:

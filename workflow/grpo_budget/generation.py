@@ -236,6 +236,14 @@ def make_generator(backend: str, model: str, *, device: str | None = None,
                                  template_kwargs, progress, model_path=model, dtype=dtype)
 
 
+def from_settings(model: str, settings: dict, **extra: Any) -> Generator:
+    """The generator a scoring or evaluation section of the config asks for (``backend_kwargs`` win over ``extra``)."""
+    return make_generator(settings.get("backend", "transformers"), model,
+                          batch_size=int(settings.get("batch_size", 64)),
+                          template_kwargs=settings.get("chat_template_kwargs"),
+                          **{**extra, **settings.get("backend_kwargs", {})})
+
+
 def default_device() -> str:
     import torch
 

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from . import grading, prompts
-from .generation import Generator, Sampling, make_generator
+from .generation import Generator, Sampling, from_settings
 from .io import write_parquet
 
 GRADED_COLUMNS = ["id", "samples", "correct", "format_ok", "n_samples", "n_correct", "pass_rate",
@@ -45,9 +45,7 @@ def sample_and_grade(gen: Generator, items: pd.DataFrame, dataset: dict, samplin
 def score(model: str, pool_path: str, out_path: str, settings: dict, dataset: dict, seed: int) -> pd.DataFrame:
     """Difficulty of every pool item: the base model's pass rate over ``num_samples`` samples."""
     pool = pd.read_parquet(pool_path)
-    gen = make_generator(settings.get("backend", "transformers"), model,
-                         batch_size=int(settings.get("batch_size", 64)),
-                         template_kwargs=settings.get("chat_template_kwargs"), **settings.get("backend_kwargs", {}))
+    gen = from_settings(model, settings)
     graded = sample_and_grade(gen, pool, dataset, Sampling.from_config(settings, seed))
     meta = pool.drop(columns=[c for c in GRADED_COLUMNS if c != "id" and c in pool.columns])
     out = meta.merge(graded, on="id", how="left", validate="one_to_one")
