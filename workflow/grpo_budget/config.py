@@ -11,10 +11,12 @@ from typing import Any
 
 import yaml
 
+from .errors import UserError
+
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A configuration that cannot run; the message names the field and the allowed values."""
 
 
