@@ -17,9 +17,8 @@ wildcard_constraints:
     evalset=NAME,
     split="pool|test",
     policy="|".join(POLICIES),
-    budget=FULL_LABEL + r"|\d+|\d*\.\d+(e-?\d+)?",
+    budget=plan.BUDGET_REGEX,
     seed=r"\d+",
-    name="|".join(FIGURES),
 
 
 include: "workflow/rules/prepare.smk"

@@ -13,7 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_budget import analysis, framearith, stats, training
+from dataclasses import replace
+
+from grpo_budget import analysis, framearith, plan, stats, training
+from grpo_budget.analysis.outputs import names
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "configs" / "tiny.yaml"
@@ -64,10 +67,12 @@ def synthetic(tmp_path) -> dict:
         _eval(IDS[:4], {4: OOD_FINAL[(policy, seed)]}, 4).to_parquet(d / "other.parquet")
         runs.append({"model": "m", "dataset": "fa", "policy": policy, "budget": "0.5", "seed": seed,
                      "subset": str(d / "subset.parquet"), "log": str(d / "log.parquet"),
+                     "manifest": str(d / "manifest.json"),
                      "evals": {"fa": str(d / "fa.parquet"), "other": str(d / "other.parquet")}})
-    return {"runs": runs, "num_generations": 2, "prompts_per_step": 4,
-            "base": [{"model": "m", "evalset": e, "eval": str(r / f"base/{e}.parquet")} for e in ("fa", "other")],
-            "scores": [], "tests": {e: str(r / f"data/{e}.parquet") for e in ("fa", "other")}}
+    return plan.Listing.from_dict(
+        {"runs": runs, "num_generations": 2, "prompts_per_step": 4,
+         "base": [{"model": "m", "evalset": e, "path": str(r / f"base/{e}.parquet")} for e in ("fa", "other")],
+         "scores": [], "tests": {e: str(r / f"data/{e}.parquet") for e in ("fa", "other")}})
 
 
 def _row(df: pd.DataFrame, **where) -> pd.Series:
@@ -110,11 +115,11 @@ def test_gains_over_seeds_mean_spread_and_interval(synthetic):
 
 
 def test_two_stage_interval_covers_seed_spread():
-    s = analysis._settings({"n_boot": 1000})
+    n_boot, seed, level = 1000, 0, 0.95
     same = np.tile(np.array([0, 1] * 50, dtype=float), (3, 1))
     apart = same + np.array([[-0.2], [0.0], [0.2]])
-    lo1, hi1 = analysis._interval(same, s)
-    lo2, hi2 = analysis._interval(apart, s)
+    lo1, hi1 = stats.bootstrap_mean_ci(same, n_boot, seed, level)
+    lo2, hi2 = stats.bootstrap_mean_ci(apart, n_boot, seed, level)
     assert lo1 < 0.5 < hi1 and lo2 < 0.5 < hi2
     assert hi2 - lo2 > hi1 - lo1  # the seed-to-seed spread widens the interval
 
@@ -168,10 +173,10 @@ def test_learnable_predicted_vs_observed(synthetic):
 
 
 def test_window_steps():
-    assert analysis.window_steps(60, 0.1) == 6 and analysis.window_steps(6, 0.1) == 1
-    assert analysis.window_steps(25, 0.1) == 3  # 2.5 rounds half up
-    assert analysis.window_steps(60, 10) == 10 and analysis.window_steps(4, 10) == 4
-    assert analysis.window_steps(60, 1.0) == 60 and analysis.window_steps(0, 0.1) == 0
+    assert stats.window_steps(60, 0.1) == 6 and stats.window_steps(6, 0.1) == 1
+    assert stats.window_steps(25, 0.1) == 3  # 2.5 rounds half up
+    assert stats.window_steps(60, 10) == 10 and stats.window_steps(4, 10) == 4
+    assert stats.window_steps(60, 1.0) == 60 and stats.window_steps(0, 0.1) == 0
 
 
 def test_posterior_learnable_matches_monte_carlo():
@@ -179,8 +184,8 @@ def test_posterior_learnable_matches_monte_carlo():
     c, n, G = np.array([0, 3, 8]), np.array([8, 8, 8]), 8
     p = rng.beta(c[:, None] + 0.5, n[:, None] - c[:, None] + 0.5, size=(3, 200_000))
     mc = np.mean(1 - p**G - (1 - p) ** G)
-    assert analysis.posterior_learnable(c, n, G) == pytest.approx(mc, abs=3e-3)
-    assert analysis.posterior_learnable(np.array([0]), np.array([8]), G) > 0.2  # a 0/8 item is not hopeless
+    assert stats.posterior_learnable(c, n, G) == pytest.approx(mc, abs=3e-3)
+    assert stats.posterior_learnable(np.array([0]), np.array([8]), G) > 0.2  # a 0/8 item is not hopeless
 
 
 def test_ood_pass_at_k_by_hand(synthetic):
@@ -192,7 +197,7 @@ def test_ood_pass_at_k_by_hand(synthetic):
     p4 = _row(t, policy="hard", k=4)
     assert p4["base_acc"] == pytest.approx(0.75) and p4["final_acc"] == pytest.approx(1.0)
     assert p4["gain_pts"] == pytest.approx(25)
-    k2 = analysis.pass_at_k_items(pd.DataFrame({"n_samples": [4, 4, 4], "n_correct": [0, 1, 2]}), 2)
+    k2 = stats.pass_at_k_items(pd.DataFrame({"n_samples": [4, 4, 4], "n_correct": [0, 1, 2]}), 2)
     assert list(k2) == pytest.approx([0, 1 - math.comb(3, 2) / math.comb(4, 2), 1 - math.comb(2, 2) / math.comb(4, 2)])
     over = analysis.ood_table(synthetic, SETTINGS, over_seeds=True)
     r4 = _row(over, policy="random", k=4)
@@ -200,10 +205,10 @@ def test_ood_pass_at_k_by_hand(synthetic):
 
 
 def test_ood_table_empty_without_ood_sets(synthetic, tmp_path):
-    for r in synthetic["runs"]:
-        del r["evals"]["other"]
+    for r in synthetic.runs:
+        del r.evals["other"]
     assert analysis.ood_table(synthetic, SETTINGS).empty
-    analysis.run("table-ood", synthetic, [str(tmp_path / f"o.{x}") for x in ("csv", "md", "html")], SETTINGS)
+    analysis.run("ood", synthetic, [str(tmp_path / f"o.{x}") for x in ("csv", "md", "html")], SETTINGS)
     assert "No dataset" in (tmp_path / "o.md").read_text()
 
 
@@ -224,17 +229,17 @@ def test_every_output_kind_writes_its_files(synthetic, tmp_path):
     md = (out / "s.md").read_text()
     assert "| hard | 0.5 | 1 | 37.5 | 56.2 |" in md and "± 8.8" in md and "Largest gain: hard @ 0.5" in md
     assert len(pd.read_csv(out / "seeds.csv")) == 4 and "<table" in (out / "s.html").read_text()
-    for kind in ("table-learnable", "table-difficulty", "table-ood"):
+    for kind in names("table"):
         analysis.run(kind, synthetic, [str(out / f"{kind}.{x}") for x in ("csv", "md", "html")], SETTINGS)
         assert len(pd.read_csv(out / f"{kind}.csv")) > 0 and "<table" in (out / f"{kind}.html").read_text()
-    assert "| n_ops 2 | 4 | 12.5 | 37.5 (+25.0) |" in (out / "table-difficulty.md").read_text()
+    assert "| n_ops 2 | 4 | 12.5 | 37.5 (+25.0) |" in (out / "difficulty.md").read_text()
     with pytest.raises(ValueError, match="unknown aggregate output"):
         analysis.run("figure-nope", synthetic, [str(out / "x.png")], SETTINGS)
 
 
 def test_figures_png_and_pdf(synthetic, tmp_path):
-    synthetic["scores"] = [{"model": "m", "dataset": "fa", "path": synthetic["runs"][0]["subset"]}]
-    for kind in analysis.FIGURES:
+    synthetic = replace(synthetic, scores=[plan.ScoreFile("m", "fa", synthetic.runs[0].subset)])
+    for kind in names("figure"):
         outs = [tmp_path / f"{kind}.png", tmp_path / f"{kind}.pdf"]
         analysis.run(kind, synthetic, [str(p) for p in outs], SETTINGS)
         assert outs[0].read_bytes()[:4] == b"\x89PNG" and outs[1].read_bytes()[:5] == b"%PDF-"
@@ -250,9 +255,9 @@ def test_learnable_from_a_real_trainer_log(tmp_path, tiny_model_dir):
     training.train(tmp_path / "subset.parquet", str(tiny_model_dir), tmp_path / "ck", tmp_path / "log.parquet",
                    tmp_path / "manifest.json", settings, dataset, seed=0)
     log = pd.read_parquet(tmp_path / "log.parquet")
-    runs = {"num_generations": 4, "prompts_per_step": 4,
-            "runs": [{"model": "m", "dataset": "d", "policy": "random", "budget": "16", "seed": 0,
-                      "subset": str(tmp_path / "subset.parquet"), "log": str(tmp_path / "log.parquet"), "evals": {}}]}
+    runs = plan.Listing(runs=[plan.RunFiles("m", "d", "random", "16", 0, str(tmp_path / "subset.parquet"),
+                                            str(tmp_path / "log.parquet"), str(tmp_path / "manifest.json"), {})],
+                        base=[], scores=[], tests={}, num_generations=4, prompts_per_step=4)
     row = analysis.learnable_table(runs, {"learnable_window": 2}).iloc[0]
     frac = log["frac_reward_zero_std"].dropna().to_numpy()
     assert (row["logged_steps"], row["window_steps"], row["window_groups"]) == (4, 2, 8)

@@ -12,7 +12,7 @@ from grpo_budget.generation import Completion, Sampling
 def test_transformers_backend_shapes_and_reproducibility(tiny_model_dir):
     gen = generation.make_generator("transformers", str(tiny_model_dir), device="cpu", batch_size=8, progress=False)
     ps = ["+1 +2 . . ?", "-3 . . . ?", "+9 +9 +9 . ?"]
-    s = Sampling(n=3, temperature=1.0, max_new_tokens=5, seed=11)
+    s = Sampling(n=3, temperature=1.0, top_p=1.0, max_new_tokens=5, seed=11)
     a, b = gen.generate(ps, s), gen.generate(ps, s)
     assert [len(x) for x in a] == [3, 3, 3]
     assert a == b  # same seed, same samples, whatever batch size
@@ -43,7 +43,7 @@ def test_vllm_backend_without_vllm_fails_clearly():
 def test_vllm_sampling_params_always_set_max_tokens():
     kw = generation.vllm_sampling_kwargs(Sampling(n=10, temperature=1.0, top_p=1.0, max_new_tokens=250, seed=3))
     assert kw == {"n": 10, "temperature": 1.0, "top_p": 1.0, "max_tokens": 250, "seed": 3}
-    assert generation.vllm_sampling_kwargs(Sampling(temperature=0.0))["top_p"] == 1.0
+    assert generation.vllm_sampling_kwargs(Sampling(n=1, temperature=0.0, top_p=0.9, max_new_tokens=8, seed=0))["top_p"] == 1.0
 
 
 def test_vllm_engine_kwargs_enable_lora_with_rank():

@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_budget.selection import budget_size, difficulty_order, parse_budget, select
+from grpo_budget.plan import parse_budget
+from grpo_budget.selection import budget_size, difficulty_order, select
 
 
 def pool(pass_rates):
@@ -81,7 +82,7 @@ def test_medium_is_centred_window():
 
 
 def test_unknown_policy():
-    with pytest.raises(ValueError, match="allowed: easy, medium, hard, random, full"):
+    with pytest.raises(ValueError, match="allowed: hard, medium, easy, random, full"):
         select(pool([0.1]), "hardest", 1, 0)
 
 

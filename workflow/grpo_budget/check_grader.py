@@ -141,16 +141,18 @@ def format_report(result: dict) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .benchmarks import BENCHMARKS
+    from .loaders import BENCHMARKS
 
     p = argparse.ArgumentParser(
         prog="grpo-budget check-grader",
         description="Grade each benchmark item's reference solution against its gold answer.",
     )
-    p.add_argument("--dataset", required=True, choices=BENCHMARKS)
+    p.add_argument("--dataset", required=True, choices=list(BENCHMARKS))
     p.add_argument("--data-files", nargs="+", help="local data files (default: the hub copy)")
     p.add_argument("--format", help="json/jsonl/parquet/csv (default: from the file names)")
     p.add_argument("--hub-id", help="a hub copy other than the default")
+    p.add_argument("--field", action="append", default=[], metavar="KEY=COLUMN",
+                   help="map a field to the copy's column, e.g. --field question=problem (repeatable)")
     p.add_argument("--split", choices=["pool", "test", "all"], default="all")
     p.add_argument("--mode", choices=["lenient", "strict"], default="lenient")
     p.add_argument("--perturb", action="store_true", help="replace each gold by a wrong one; expect rejection")
@@ -164,10 +166,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .benchmarks import load_benchmark
+    from .errors import UserError
+    from .loaders import load_benchmark
 
     args = _parser().parse_args(argv)
     spec: dict = {}
+    for mapping in args.field:
+        key, sep, column = mapping.partition("=")
+        if not sep or not key or not column:
+            raise UserError(f"--field {mapping!r}: expected KEY=COLUMN, e.g. question=problem")
+        spec.setdefault("fields", {})[key] = column
     if args.data_files:
         spec["data_files"] = args.data_files[0] if len(args.data_files) == 1 else list(args.data_files)
     if args.format:

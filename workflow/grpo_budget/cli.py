@@ -12,6 +12,11 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from .errors import UserError
+
+# A missing file named on the command line is the user's mistake too.
+USER_ERRORS = (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError)
+
 
 def _json(text: str) -> dict:
     try:
@@ -34,11 +39,10 @@ def cmd_prepare(a: argparse.Namespace) -> None:
 
 
 def cmd_bootstrap_model(a: argparse.Namespace) -> None:
-    import pandas as pd
-
+    from .io import read_parquet
     from .tinymodel import bootstrap
 
-    exclude = [p for path in a.exclude for p in pd.read_parquet(path)["prompt"]]
+    exclude = [p for path in a.exclude for p in read_parquet(path, ["prompt"])["prompt"]]
     summary = bootstrap(a.out, a.dataset, a.settings, exclude)
     logging.info("kept step %d, calibration pass rate %.3f", summary["chosen_step"], summary["chosen_pass_rate"])
 
@@ -46,16 +50,15 @@ def cmd_bootstrap_model(a: argparse.Namespace) -> None:
 def cmd_score(a: argparse.Namespace) -> None:
     from .scoring import score
 
-    score(a.model, a.pool, a.out, a.settings, a.dataset, a.seed)
+    score(a.model, a.pool, a.out, a.settings, a.dataset)
 
 
 def cmd_select(a: argparse.Namespace) -> None:
-    import pandas as pd
+    from .io import read_parquet, write_parquet
+    from .plan import parse_budget
+    from .selection import select
 
-    from .io import write_parquet
-    from .selection import parse_budget, select
-
-    scores = pd.read_parquet(a.scores)
+    scores = read_parquet(a.scores)
     cols = [c for c in scores.columns if c not in ("samples", "correct", "format_ok")]
     write_parquet(select(scores[cols], a.policy, parse_budget(a.budget), a.seed, a.tiers), a.out)
 
@@ -69,13 +72,13 @@ def cmd_train(a: argparse.Namespace) -> None:
 def cmd_evaluate(a: argparse.Namespace) -> None:
     from .evaluation import evaluate
 
-    evaluate(a.model, a.test, a.out, a.settings, a.dataset, a.seed, a.manifest, a.final_only)
+    evaluate(a.model, a.test, a.out, a.settings, a.dataset, a.manifest, a.final_only)
 
 
 def cmd_aggregate(a: argparse.Namespace) -> None:
     from . import analysis
 
-    analysis.run(a.what, a.runs, a.out, a.settings)
+    analysis.run(a.name, a.listing, a.out, a.settings)
 
 
 def cmd_validate_config(a: argparse.Namespace) -> None:
@@ -86,16 +89,11 @@ def cmd_validate_config(a: argparse.Namespace) -> None:
         print(f"{path}: ok")
 
 
-def cmd_check_grader(argv: Sequence[str]) -> int:
-    from .check_grader import main
-
-    return main(argv)
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grpo-budget", description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads for this job")
     p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an error about your input")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("prepare", help="dataset entry -> pool/test Parquet")
@@ -115,9 +113,8 @@ def parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=helptext)
         s.add_argument("--model", required=True, help="hub id or local folder")
         s.add_argument("--pool" if name == "score" else "--test", required=True)
-        s.add_argument("--settings", type=_json, required=True)
+        s.add_argument("--settings", type=_json, required=True, help="sampling and engine settings (JSON; its seed)")
         s.add_argument("--dataset", type=_json, required=True)
-        s.add_argument("--seed", type=int, default=0)
         s.add_argument("--out", required=True)
         if name == "evaluate":
             s.add_argument("--manifest", default=None, help="a training manifest: evaluate its checkpoints")
@@ -145,8 +142,8 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_train)
 
     s = sub.add_parser("aggregate", help="tables and figures from cached outputs")
-    s.add_argument("what", help="summary | figure-accuracy | figure-learnable | figure-pass-rates | ...")
-    s.add_argument("--runs", type=_json, required=True, help="JSON listing the runs and their files")
+    s.add_argument("name", help="an output of analysis.outputs.OUTPUTS: summary, learnable, accuracy_vs_checkpoint, ...")
+    s.add_argument("--listing", required=True, help="the run listing file (plan.Listing as JSON)")
     s.add_argument("--settings", type=_json, default={})
     s.add_argument("--out", nargs="+", required=True)
     s.set_defaults(func=cmd_aggregate)
@@ -166,24 +163,33 @@ PASSTHROUGH = {"check-grader": ("check_grader", "main"), "install-profile": ("cl
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one subcommand; a user's mistake prints one line (``--debug``: the traceback) and exits 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in PASSTHROUGH:
-        import importlib
-
-        module, func = PASSTHROUGH[argv[0]]
-        return int(getattr(importlib.import_module(f"grpo_budget.{module}"), func)(argv[1:]) or 0)
-    args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+    debug = "--debug" in argv
+    logging.basicConfig(level=logging.DEBUG if {"-v", "--verbose"} & set(argv) else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    _threads(args.threads)
-    from .config import ConfigError
-
     try:
+        if argv and argv[0] in PASSTHROUGH:
+            import importlib
+
+            module, func = PASSTHROUGH[argv[0]]
+            rest = [x for x in argv[1:] if x != "--debug"]
+            return int(getattr(importlib.import_module(f"grpo_budget.{module}"), func)(rest) or 0)
+        args = parser().parse_args(argv)
+        _threads(args.threads)
         args.func(args)
-    except ConfigError as e:
-        logging.error("%s", e)
+    except USER_ERRORS as e:
+        if debug:
+            raise
+        print(f"grpo-budget: error: {_one_line(e)}", file=sys.stderr)
         return 2
     return 0
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, FileNotFoundError) and e.filename:
+        return f"{e.filename}: no such file"
+    return " ".join(str(e).split())
 
 
 if __name__ == "__main__":

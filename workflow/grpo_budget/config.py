@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from copy import deepcopy
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -16,12 +15,57 @@ from .errors import UserError
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
 
 
-class ConfigError(UserError, ValueError):
+class ConfigError(UserError):
     """A configuration that cannot run; the message names the field and the allowed values."""
 
 
+BOOTSTRAP = ("models", "*", "bootstrap")  # the schema path of a model's bootstrap entry
+
+# Enums of the schema that come from the package's registries (the schema file leaves them open).
+REGISTRY_ENUMS = {
+    ("policies", "*"): lambda: list(__import__("grpo_budget.selection", fromlist=["POLICIES"]).POLICIES),
+    ("datasets", "*", "benchmark"): lambda: list(__import__("grpo_budget.loaders", fromlist=["BENCHMARKS"]).BENCHMARKS),
+    ("datasets", "*", "generator"): lambda: list(__import__("grpo_budget.prepare", fromlist=["GENERATORS"]).GENERATORS),
+}
+
+
+def section_schema(schema: dict, pointer: tuple[str, ...]) -> dict:
+    """The sub-schema at ``pointer`` (property names; ``*`` = any key of a mapping or any item of a list)."""
+    node = schema
+    for key in pointer:
+        if key == "*":
+            node = node["items"] if node.get("type") == "array" else node["additionalProperties"]
+        else:
+            node = node["properties"][key]
+    return node
+
+
 def load_schema() -> dict:
-    return yaml.safe_load(SCHEMA_PATH.read_text())
+    """The config schema, with the registries' names as the enums of policies, benchmarks and generators."""
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    for pointer, names in REGISTRY_ENUMS.items():
+        section_schema(schema, pointer)["enum"] = names()
+    return schema
+
+
+def fill(pointer: tuple[str, ...], values: dict) -> dict:
+    """``values`` validated against the schema section at ``pointer``, with its defaults filled in (a copy)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import best_match
+
+    sub = section_schema(load_schema(), pointer)
+    out = deepcopy(values)
+    error = best_match(_with_defaults(Draft202012Validator)(sub).iter_errors(out))
+    if error is not None:
+        where = _field([p for p in pointer if p != "*"] + list(error.absolute_path))
+        raise ConfigError(f"config field '{where}': {error.message}")
+    return out
+
+
+def fill_top(values: dict, keys: tuple[str, ...]) -> dict:
+    """Top-level fields ``keys`` of the config: ``values``' or the schema's defaults."""
+    props = load_schema()["properties"]
+    return {k: deepcopy(values[k]) if k in values else deepcopy(props[k]["default"]) for k in keys}
 
 
 def _field(path) -> str:
@@ -78,6 +122,7 @@ def validate(config: dict) -> dict:
         where = _field(error.absolute_path)
         raise ConfigError(f"config field '{where}': {error.message}. {_allowed(error, schema)}".strip())
     _check_semantics(config)
+    _check_inputs(config)
     return config
 
 
@@ -91,8 +136,10 @@ def _check_semantics(cfg: dict) -> None:
                 if key not in ds and not (key == "pool_size" and ds.get("eval_only")):
                     raise ConfigError(f"config field '{where}.{key}' is required for source: builtin")
         elif "benchmark" not in ds:
+            from .loaders import BENCHMARKS
+
             raise ConfigError(f"config field '{where}.benchmark' is required for source: benchmark; "
-                              "allowed: gsm8k, bbh_shuffled_objects, math, aime2025")
+                              f"allowed: {', '.join(BENCHMARKS)}")
         for i, other in enumerate(ds.get("ood", [])):
             if other not in datasets:
                 raise ConfigError(f"config field '{where}.ood[{i}]': unknown dataset {other!r}; allowed: {names}")
@@ -118,6 +165,63 @@ def _check_semantics(cfg: dict) -> None:
                                       f"dataset {name!r} ({size}); allowed: a count ≤ {size} or a fraction in (0, 1]")
 
 
+def _check_inputs(cfg: dict) -> None:
+    """What can be checked without running: local paths exist, regexes compile, generator knobs agree, every
+    budget fills one training step. Hub ids are left to the job."""
+    import re
+
+    for mname, model in cfg["models"].items():
+        path = model.get("path")
+        if path and _looks_local(path) and not Path(path).expanduser().exists():
+            raise ConfigError(f"config field 'models.{mname}.path': {path!r} does not exist; allowed: a local "
+                              "model folder or a hub id such as Qwen/Qwen3-4B")
+    for name, ds in cfg["datasets"].items():
+        where = f"datasets.{name}"
+        pattern = ds["grading"].get("pattern")
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise ConfigError(f"config field '{where}.grading.pattern': {pattern!r} is not a valid regular "
+                                  f"expression ({e}); allowed: a Python regex whose first group is the answer")
+        files = ds.get("spec", {}).get("data_files")
+        for f in (files.values() if isinstance(files, dict) else [files]) if files is not None else []:
+            for one in [f] if isinstance(f, str) else f:
+                if "*" not in str(one) and not Path(one).expanduser().exists():
+                    raise ConfigError(f"config field '{where}.spec.data_files': {one!r} does not exist "
+                                      f"(relative paths are read from {Path.cwd()}); allowed: existing files or folders")
+        if ds.get("generator") == "frame_arithmetic":
+            from .framearith import resolve_params
+
+            try:
+                p = resolve_params(ds.get("params", {}))
+            except ValueError as e:
+                raise ConfigError(f"config field '{where}.params': {e}") from None
+            if not 1 <= p["min_ops"] <= p["max_ops"] <= p["width"]:
+                raise ConfigError(f"config field '{where}.params': need 1 <= min_ops <= max_ops <= width, got "
+                                  f"min_ops={p['min_ops']}, max_ops={p['max_ops']}, width={p['width']}")
+    per_step = cfg["training"]["prompts_per_step"]
+    from .selection import budget_size, fixed_size
+
+    if all(fixed_size(p) for p in cfg["policies"]):
+        return
+    for i, budget in enumerate(cfg["budgets"]):
+        for name, ds in cfg["datasets"].items():
+            size = pool_size(ds)
+            if ds.get("eval_only") or (size is None and not isinstance(budget, int)):
+                continue
+            n = budget if isinstance(budget, int) else budget_size(budget, size)
+            if n < per_step:
+                raise ConfigError(f"config field 'budgets[{i}]': {budget} buys {n} item(s) of dataset {name!r}, "
+                                  f"fewer than one training step needs (training.prompts_per_step = {per_step}); "
+                                  f"allowed: a budget of at least {per_step} items, or a smaller prompts_per_step")
+
+
+def _looks_local(path: str) -> bool:
+    """A path rather than a hub id: absolute, relative with ./ or ../, ~, or its first part is a local folder."""
+    return path.startswith(("/", "./", "../", "~")) or Path(path).exists() or Path(path.split("/")[0]).is_dir()
+
+
 def pool_size(ds: dict) -> int | None:
     """The pool size a dataset entry promises, where the config says it."""
     if "pool_size" in ds:
@@ -126,10 +230,17 @@ def pool_size(ds: dict) -> int | None:
 
 
 def load(path: str | Path) -> dict:
-    """Read and validate a config file."""
-    return validate(yaml.safe_load(Path(path).read_text()))
-
-
-def budget_label(budget: Any) -> str:
-    """The path label of a budget: ``0.1`` → ``"0.1"``, ``100`` → ``"100"``."""
-    return repr(float(budget)) if isinstance(budget, float) else str(int(budget))
+    """Read and validate a config file; a missing file or a YAML syntax error is a one-line ConfigError."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the config file ({e.strerror})") from None
+    try:
+        cfg = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{path}:{where}: not valid YAML ({getattr(e, 'problem', None) or e})") from None
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{path}: a config is a YAML mapping of fields (models, datasets, ...), got {type(cfg).__name__}")
+    return validate(cfg)

@@ -5,25 +5,27 @@ from __future__ import annotations
 import pandas as pd
 
 from .generation import Sampling, from_settings
-from .io import read_json, write_parquet
+from .io import read_json, read_parquet, write_parquet
 from .scoring import sample_and_grade
+from .settings import Generation
 
 
-def evaluate(model: str, test_path: str, out_path: str, settings: dict, dataset: dict, seed: int,
+def evaluate(model: str, test_path: str, out_path: str, settings: dict | Generation, dataset: dict,
              manifest_path: str | None = None, final_only: bool = False) -> pd.DataFrame:
     """Per item and checkpoint: samples, correct, accuracy (= pass rate over ``num_samples``).
 
     Without a manifest the base model is evaluated as step 0; with one, each listed checkpoint's adapter.
     The sampling seed is the same at every checkpoint, so differences come from the weights.
     """
-    test = pd.read_parquet(test_path)
+    g = settings if isinstance(settings, Generation) else Generation.from_dict(settings, "evaluation")
+    test = read_parquet(test_path)
     targets = [(0, None)]
     if manifest_path:
         targets = [(c["step"], c["path"]) for c in read_json(manifest_path)["checkpoints"]]
         if final_only:
             targets = targets[-1:]
-    gen = from_settings(model, settings, max_lora_rank=int(settings.get("max_lora_rank", 64)))
-    sampling = Sampling.from_config(settings, seed)
+    gen = from_settings(model, g)
+    sampling = Sampling.of(g)
     frames = []
     for step, adapter in targets:
         graded = sample_and_grade(gen, test, dataset, sampling, adapter=adapter)

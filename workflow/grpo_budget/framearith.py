@@ -92,3 +92,14 @@ def generate(
             }
         )
     return pd.DataFrame(rows)
+
+
+def resolve_params(params: dict) -> dict:
+    """The task's knobs: ``params`` over the defaults of :func:`generate` (the one place they are defined)."""
+    import inspect
+
+    sig = inspect.signature(generate)
+    unknown = set(params) - {"width", "min_ops", "max_ops"}
+    if unknown:
+        raise ValueError(f"unknown frame_arithmetic params {sorted(unknown)}; allowed: width, min_ops, max_ops")
+    return {k: params.get(k, sig.parameters[k].default) for k in ("width", "min_ops", "max_ops")}

@@ -12,27 +12,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import prompts as P
+from .settings import Generation
 
 BACKENDS = ("transformers", "vllm")
 
 
 @dataclass(frozen=True)
 class Sampling:
-    n: int = 1
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 256
-    seed: int = 0
+    """How one ``generate`` call samples: ``n`` completions per prompt (defaults live in the config schema)."""
+
+    n: int
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    seed: int
 
     @classmethod
-    def from_config(cls, cfg: dict, seed: int = 0) -> "Sampling":
-        return cls(
-            n=int(cfg.get("num_samples", 1)),
-            temperature=float(cfg.get("temperature", 1.0)),
-            top_p=float(cfg.get("top_p", 1.0)),
-            max_new_tokens=int(cfg.get("max_new_tokens", 256)),
-            seed=int(cfg.get("seed", seed)),
-        )
+    def of(cls, g: Generation) -> "Sampling":
+        return cls(n=g.num_samples, temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens,
+                   seed=g.seed)
 
 
 @dataclass(frozen=True)
@@ -165,15 +163,9 @@ def _completion(tokenizer: Any, seq: list[int], eos: list[int], pad: int) -> Com
 class VLLMGenerator(Generator):
     """vLLM offline engine, built once per job; LoRA adapters through ``LoRARequest``."""
 
-    def __init__(self, model: str, template_kwargs: dict | None = None, max_lora_rank: int = 64,
+    def __init__(self, model: str, template_kwargs: dict | None, max_lora_rank: int,
                  enable_lora: bool = True, **engine_kwargs: Any):
-        try:
-            from vllm import LLM
-        except ImportError as e:  # pragma: no cover - depends on the machine
-            raise RuntimeError(
-                "generation backend 'vllm' was selected but vLLM is not installed; install the GPU extra "
-                "(pip install 'grpo-budget[gpu]') on a CUDA machine, or set backend: transformers"
-            ) from e
+        LLM = _vllm_llm()
         self.tokenizer = load_tokenizer(model)
         self.template_kwargs = template_kwargs or {}
         self.adapter_ids: dict[str, int] = {}
@@ -192,6 +184,17 @@ class VLLMGenerator(Generator):
             lora = LoRARequest(f"adapter-{lora_id}", lora_id, adapter)
         outputs = self.llm.generate(requests, params, lora_request=lora, use_tqdm=True)
         return [parse_vllm_output(o) for o in outputs]
+
+
+def _vllm_llm() -> Any:
+    try:
+        from vllm import LLM
+    except ImportError as e:  # depends on the machine
+        raise RuntimeError(
+            "generation backend 'vllm' was selected but vLLM is not installed; install the GPU extra "
+            "(pip install 'grpo-budget[gpu]') on a CUDA machine, or set backend: transformers"
+        ) from e
+    return LLM
 
 
 def vllm_engine_kwargs(enable_lora: bool, max_lora_rank: int, extra: dict) -> dict:
@@ -225,6 +228,7 @@ def make_generator(backend: str, model: str, *, device: str | None = None,
                    progress: bool = True, **backend_kwargs: Any) -> Generator:
     """The configured backend for a model (hub id or local folder); adapters are chosen per ``generate`` call."""
     if backend == "vllm":
+        _vllm_llm()  # a missing vLLM is the first thing to say
         return VLLMGenerator(model, template_kwargs, **backend_kwargs)
     if backend != "transformers":
         raise ValueError(f"unknown generation backend {backend!r}; allowed: {', '.join(BACKENDS)}")
@@ -236,12 +240,10 @@ def make_generator(backend: str, model: str, *, device: str | None = None,
                                  template_kwargs, progress, model_path=model, dtype=dtype)
 
 
-def from_settings(model: str, settings: dict, **extra: Any) -> Generator:
-    """The generator a scoring or evaluation section of the config asks for (``backend_kwargs`` win over ``extra``)."""
-    return make_generator(settings.get("backend", "transformers"), model,
-                          batch_size=int(settings.get("batch_size", 64)),
-                          template_kwargs=settings.get("chat_template_kwargs"),
-                          **{**extra, **settings.get("backend_kwargs", {})})
+def from_settings(model: str, g: Generation) -> Generator:
+    """The generator a scoring or evaluation job's settings ask for."""
+    return make_generator(g.backend, model, batch_size=g.batch_size, template_kwargs=g.chat_template_kwargs,
+                          max_lora_rank=g.max_lora_rank, **g.backend_kwargs)
 
 
 def default_device() -> str:

@@ -2,36 +2,57 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from . import framearith, shuffled_objects
+from .errors import UserError
 from .io import write_parquet
 
 SPLITS = ("pool", "test")
 
 
+def _frame_arithmetic(ds: dict, seed: int, params: dict) -> dict[str, pd.DataFrame]:
+    test = framearith.generate(ds["test_size"], seed * 2 + 1, **params)
+    out = {"test": test}
+    if not ds.get("eval_only"):
+        out["pool"] = framearith.generate(ds["pool_size"], seed * 2, **params, exclude=test["prompt"])
+    return out
+
+
+def _shuffled_objects(ds: dict, seed: int, params: dict) -> dict[str, pd.DataFrame]:
+    n_objects = params.get("n_objects", [3, 5, 7])
+    n_swaps = params.get("n_swaps")
+    total = ds["test_size"] + (0 if ds.get("eval_only") else ds["pool_size"])
+    items = shuffled_objects.generate(total, n_objects, n_swaps, seed)
+    items = items.drop_duplicates("prompt").sample(frac=1.0, random_state=seed).reset_index(drop=True)
+    out = {"test": items.iloc[: ds["test_size"]].reset_index(drop=True)}
+    if not ds.get("eval_only"):
+        out["pool"] = items.iloc[ds["test_size"] :].reset_index(drop=True)
+    return out
+
+
+@dataclass(frozen=True)
+class Generator:
+    """A built-in task (a dataset's ``generator:``): how it is built and its difficulty metadata column."""
+
+    build: Callable[[dict, int, dict], dict[str, pd.DataFrame]]  # (dataset entry, seed, params) -> {split: frame}
+    difficulty: str
+
+
+# The registry of built-in tasks; real benchmarks are in loaders.BENCHMARKS.
+GENERATORS: dict[str, Generator] = {
+    "frame_arithmetic": Generator(_frame_arithmetic, difficulty="n_ops"),
+    "shuffled_objects": Generator(_shuffled_objects, difficulty="n_objects"),
+}
+
+
 def build_builtin(ds: dict) -> dict[str, pd.DataFrame]:
     """Seeded built-in generators; train and test prompts are disjoint (test drawn first)."""
-    seed, params = int(ds.get("seed", 0)), dict(ds.get("params", {}))
-    if ds["generator"] == "frame_arithmetic":
-        test = framearith.generate(ds["test_size"], seed * 2 + 1, **params)
-        out = {"test": test}
-        if not ds.get("eval_only"):
-            out["pool"] = framearith.generate(ds["pool_size"], seed * 2, **params, exclude=test["prompt"])
-        return out
-    if ds["generator"] == "shuffled_objects":
-        n_objects = params.get("n_objects", [3, 5, 7])
-        n_swaps = params.get("n_swaps")
-        total = ds["test_size"] + (0 if ds.get("eval_only") else ds["pool_size"])
-        items = shuffled_objects.generate(total, n_objects, n_swaps, seed)
-        items = items.drop_duplicates("prompt").sample(frac=1.0, random_state=seed).reset_index(drop=True)
-        out = {"test": items.iloc[: ds["test_size"]].reset_index(drop=True)}
-        if not ds.get("eval_only"):
-            out["pool"] = items.iloc[ds["test_size"] :].reset_index(drop=True)
-        return out
-    raise ValueError(f"unknown generator {ds['generator']!r}")
+    return GENERATORS[ds["generator"]].build(ds, int(ds["seed"]), dict(ds.get("params", {})))
 
 
 def build(ds: dict) -> dict[str, pd.DataFrame]:
@@ -39,17 +60,20 @@ def build(ds: dict) -> dict[str, pd.DataFrame]:
     if ds["source"] == "builtin":
         frames = build_builtin(ds)
     else:
-        from .benchmarks import load_benchmark
+        from .loaders import load_benchmark
 
-        frames = load_benchmark(ds["benchmark"], ds.get("spec", {}), int(ds.get("seed", 0)))
+        frames = load_benchmark(ds["benchmark"], ds.get("spec", {}), int(ds["seed"]))
         if ds.get("eval_only"):
             frames = {"test": frames["test"] if "test" in frames else frames["pool"]}
     frames = {split: apply_filter(frame, ds.get("filter")) for split, frame in frames.items()}
     for split, frame in frames.items():
-        if frame["id"].duplicated().any():
-            raise ValueError(f"{split}: duplicate ids")
         if frame.empty:
-            raise ValueError(f"{split}: no items")
+            raise UserError(f"the {split} split has no items (after the dataset's filter {ds.get('filter') or {}}); "
+                            "check its data files, splits, filter and sizes")
+        if frame["id"].duplicated().any():
+            dup = frame.loc[frame["id"].duplicated(), "id"].head(3).tolist()
+            raise UserError(f"the {split} split has duplicate ids, e.g. {dup}; map a unique id column with "
+                            "spec: {fields: {id: COLUMN}} or drop the id mapping")
     if "pool" in frames and "test" in frames:
         overlap = set(frames["pool"]["prompt"]) & set(frames["test"]["prompt"])
         if overlap:
@@ -61,7 +85,7 @@ def apply_filter(frame: pd.DataFrame, filt: dict | None) -> pd.DataFrame:
     """Rows whose columns match every ``column: value`` (or ``column: [values]``) of ``filt``."""
     for column, wanted in (filt or {}).items():
         if column not in frame.columns:
-            raise ValueError(f"filter column {column!r} is not in the data; allowed: {', '.join(frame.columns)}")
+            raise UserError(f"filter column {column!r} is not in the data; allowed: {', '.join(frame.columns)}")
         values = wanted if isinstance(wanted, list) else [wanted]
         frame = frame[frame[column].isin(values)]
     return frame.reset_index(drop=True)

@@ -24,9 +24,10 @@ def for_dataset(dataset: dict, questions: list[str], tokenizer: Any) -> list[Pro
     p = dataset.get("prompt", {})
     instruction = p.get("instruction")
     if instruction is None:
-        from .benchmarks import DEFAULT_INSTRUCTIONS
+        from .loaders import BENCHMARKS
 
-        instruction = DEFAULT_INSTRUCTIONS.get(dataset.get("benchmark", ""), "")
+        bench = BENCHMARKS.get(dataset.get("benchmark", ""))
+        instruction = bench.instruction if bench else ""
     chat = use_chat(tokenizer, p.get("chat_template", "auto"))
     return [build(q, instruction, chat) for q in questions]
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import grading, prompts
+from . import config, grading, prompts
+from .errors import UserError
 from .generation import Generator, Sampling, from_settings
-from .io import write_parquet
+from .io import read_parquet, write_parquet
+from .settings import Generation
 
 GRADED_COLUMNS = ["id", "samples", "correct", "format_ok", "n_samples", "n_correct", "pass_rate",
                   "n_format_fail", "mean_completion_tokens", "n_truncated"]
@@ -19,11 +21,11 @@ def sample_and_grade(gen: Generator, items: pd.DataFrame, dataset: dict, samplin
     """One row per item: its samples, which were correct, pass rate, format failures and completion length."""
     built = prompts.for_dataset(dataset, list(items["prompt"]), gen.tokenizer)
     outputs = gen.generate(built, sampling, adapter=adapter)
-    g = dataset.get("grading", {})
+    g = config.fill(("datasets", "*", "grading"), dataset.get("grading", {}))
     rows = []
     for item_id, gold, kind, comps in zip(items["id"], items["answer"], items["answer_type"], outputs):
         grades = grading.grade_many([c.text for c in comps], [str(gold)] * len(comps), kind,
-                                    g.get("mode", "lenient"), g.get("pattern"))
+                                    g["mode"], g["pattern"])
         correct = [gr.correct for gr in grades]
         rows.append(
             {
@@ -42,11 +44,14 @@ def sample_and_grade(gen: Generator, items: pd.DataFrame, dataset: dict, samplin
     return pd.DataFrame(rows, columns=GRADED_COLUMNS)
 
 
-def score(model: str, pool_path: str, out_path: str, settings: dict, dataset: dict, seed: int) -> pd.DataFrame:
+def score(model: str, pool_path: str, out_path: str, settings: dict | Generation, dataset: dict) -> pd.DataFrame:
     """Difficulty of every pool item: the base model's pass rate over ``num_samples`` samples."""
-    pool = pd.read_parquet(pool_path)
-    gen = from_settings(model, settings)
-    graded = sample_and_grade(gen, pool, dataset, Sampling.from_config(settings, seed))
+    g = settings if isinstance(settings, Generation) else Generation.from_dict(settings, "scoring")
+    pool = read_parquet(pool_path)
+    if pool.empty:
+        raise UserError(f"{pool_path}: the pool has no items; check the dataset's filter, splits and sizes")
+    gen = from_settings(model, g)
+    graded = sample_and_grade(gen, pool, dataset, Sampling.of(g))
     meta = pool.drop(columns=[c for c in GRADED_COLUMNS if c != "id" and c in pool.columns])
     out = meta.merge(graded, on="id", how="left", validate="one_to_one")
     write_parquet(out, out_path)

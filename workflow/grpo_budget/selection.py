@@ -1,5 +1,9 @@
 """Cut a data budget out of a scored pool by policy. Pure functions of a table, a budget and a seed.
 
+:data:`POLICIES` is the registry of selection policies: the one place a policy's name exists (the config schema's
+enum, the Snakefile's wildcard and the analysis' order and colours all come from it). Adding a policy is one entry
+here and its test.
+
 Pass rates are discrete (k/K), so many items tie; ties are broken by a seeded shuffle, never by file order.
 """
 
@@ -7,12 +11,77 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-POLICIES = ("easy", "medium", "hard", "random", "full", "tiers", "random_matched")
-FIXED_SIZE = ("full", "tiers", "random_matched")  # policies whose size the budget does not set
+
+@dataclass(frozen=True)
+class Pool:
+    """What a policy chooses from: the scored pool, its difficulty order (hardest first) and the run's seed."""
+
+    scores: pd.DataFrame
+    order: np.ndarray
+    seed: int
+    tiers: dict | None
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A selection policy: which ``n`` items of a pool it buys, and how the analysis draws it."""
+
+    choose: Callable[[Pool, int], np.ndarray]  # (pool, n) -> row indices
+    color: str
+    size: Callable[[Pool], int] | None = None  # its own size (budget ignored); None: the budget sets it
+    doc: str = ""
+
+
+def _seeded_sample(pool: Pool, n: int) -> np.ndarray:
+    rng = np.random.default_rng([pool.seed, zlib.crc32(b"random")])
+    return np.sort(rng.choice(len(pool.scores), size=n, replace=False))
+
+
+def _medium(pool: Pool, n: int) -> np.ndarray:
+    start = (len(pool.order) - n) // 2
+    return pool.order[start : start + n]
+
+
+def in_tiers(scores: pd.DataFrame, tiers: dict | None) -> np.ndarray:
+    """Mask of the items whose ``tiers["column"]`` is one of ``tiers["values"]``."""
+    if not tiers:
+        raise ValueError("policies tiers and random_matched need the dataset's `tiers: {column, values}`")
+    if tiers["column"] not in scores.columns:
+        raise ValueError(f"tiers column {tiers['column']!r} is not in the pool; allowed: {', '.join(scores.columns)}")
+    return scores[tiers["column"]].isin(tiers["values"]).to_numpy()
+
+
+def _tier_count(pool: Pool) -> int:
+    n = int(in_tiers(pool.scores, pool.tiers).sum())
+    if n == 0:
+        raise ValueError(f"no pool item has {pool.tiers['column']} in {pool.tiers['values']}")
+    return n
+
+
+# Display order (tables, legends) is the order of this dict.
+POLICIES: dict[str, Policy] = {
+    "hard": Policy(lambda pool, n: pool.order[:n], "#d62728", doc="the lowest base pass rates"),
+    "medium": Policy(_medium, "#2ca02c", doc="the window centred on the median of the difficulty order"),
+    "easy": Policy(lambda pool, n: pool.order[::-1][:n], "#1f77b4", doc="the highest base pass rates"),
+    "random": Policy(_seeded_sample, "#ff7f0e", doc="a seeded uniform sample"),
+    "full": Policy(lambda pool, n: pool.order, "#555555", size=lambda pool: len(pool.scores),
+                   doc="the whole pool"),
+    "tiers": Policy(lambda pool, n: np.flatnonzero(in_tiers(pool.scores, pool.tiers)), "#9467bd", size=_tier_count,
+                    doc="every item of the dataset's metadata tiers (e.g. MATH levels 1-2)"),
+    "random_matched": Policy(_seeded_sample, "#8c564b", size=_tier_count,
+                             doc="a seeded uniform sample as large as `tiers` (Limits of Difficulty Scaling's control)"),
+}
+
+
+def fixed_size(policy: str) -> bool:
+    """Whether a policy sets its own size, so that the budget does not apply (one run per grid point)."""
+    return POLICIES[policy].size is not None
 
 
 def budget_size(budget: float | int, pool_size: int) -> int:
@@ -28,16 +97,6 @@ def budget_size(budget: float | int, pool_size: int) -> int:
     return max(1, min(pool_size, math.floor(budget * pool_size + 0.5)))
 
 
-FULL_LABEL = "all"  # the budget label of the FIXED_SIZE policies
-
-
-def parse_budget(label: str) -> float | int:
-    """The budget a path label stands for: ``"0.1"`` → 0.1 (fraction), ``"100"`` → 100 (count), ``"all"`` → 1.0."""
-    if label == FULL_LABEL:
-        return 1.0
-    return float(label) if any(c in label for c in ".eE") else int(label)
-
-
 def difficulty_order(pass_rates: np.ndarray, seed: int) -> np.ndarray:
     """Indices from hardest (lowest pass rate) to easiest; ties in seeded random order."""
     rng = np.random.default_rng(seed)
@@ -45,24 +104,9 @@ def difficulty_order(pass_rates: np.ndarray, seed: int) -> np.ndarray:
     return shuffled[np.argsort(np.asarray(pass_rates)[shuffled], kind="stable")]
 
 
-def in_tiers(scores: pd.DataFrame, tiers: dict | None) -> np.ndarray:
-    """Mask of the items whose ``tiers["column"]`` is one of ``tiers["values"]``."""
-    if not tiers:
-        raise ValueError("policies tiers and random_matched need the dataset's `tiers: {column, values}`")
-    if tiers["column"] not in scores.columns:
-        raise ValueError(f"tiers column {tiers['column']!r} is not in the pool; allowed: {', '.join(scores.columns)}")
-    return scores[tiers["column"]].isin(tiers["values"]).to_numpy()
-
-
 def select(scores: pd.DataFrame, policy: str, budget: float | int, seed: int, tiers: dict | None = None
            ) -> pd.DataFrame:
-    """The rows of ``scores`` that ``policy`` buys, with ``rank`` (1 = hardest in the pool) added.
-
-    hard = the lowest pass rates, easy = the highest, medium = the window centred on the median of the
-    difficulty order, random = a seeded uniform sample, full = the whole pool; tiers = every item of the
-    given metadata tiers (e.g. MATH levels 1-2), random_matched = a seeded uniform sample of the same size
-    (the size-matched control of Limits of Difficulty Scaling).
-    """
+    """The rows of ``scores`` that ``policy`` buys (see :data:`POLICIES`), with ``rank`` (1 = hardest in the pool)."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; allowed: {', '.join(POLICIES)}")
     n_pool = len(scores)
@@ -70,26 +114,10 @@ def select(scores: pd.DataFrame, policy: str, budget: float | int, seed: int, ti
     order = difficulty_order(scores["pass_rate"].to_numpy(), seed)
     rank = np.empty(n_pool, dtype=int)
     rank[order] = np.arange(1, n_pool + 1)
-    if policy in ("tiers", "random_matched"):
-        n = int(in_tiers(scores, tiers).sum())
-        if n == 0:
-            raise ValueError(f"no pool item has {tiers['column']} in {tiers['values']}")
-    else:
-        n = n_pool if policy == "full" else budget_size(budget, n_pool)
-    if policy == "hard":
-        chosen = order[:n]
-    elif policy == "easy":
-        chosen = order[::-1][:n]
-    elif policy == "medium":
-        start = (n_pool - n) // 2
-        chosen = order[start : start + n]
-    elif policy in ("random", "random_matched"):
-        rng = np.random.default_rng([seed, zlib.crc32(b"random")])
-        chosen = np.sort(rng.choice(n_pool, size=n, replace=False))
-    elif policy == "tiers":
-        chosen = np.flatnonzero(in_tiers(scores, tiers))
-    else:
-        chosen = order
+    pool = Pool(scores, order, seed, tiers)
+    spec = POLICIES[policy]
+    n = spec.size(pool) if spec.size else budget_size(budget, n_pool)
+    chosen = spec.choose(pool, n)
     out = scores.iloc[chosen].copy()
     out.insert(1, "rank", rank[chosen])
     out.insert(2, "policy", policy)

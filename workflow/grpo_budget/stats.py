@@ -14,6 +14,8 @@ Conventions
 
 from __future__ import annotations
 
+import math
+from statistics import NormalDist
 from typing import Callable
 
 import numpy as np
@@ -259,3 +261,69 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+def bootstrap_mean_ci(mat: np.ndarray, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of ``mat`` (seeds × items).
+
+    One seed: items resampled (:func:`bootstrap_ci`). Several: seeds and items resampled (two-stage; the
+    same item draw applies to every seed, since all seeds are evaluated on the same test items).
+    """
+    mat = np.atleast_2d(np.asarray(mat, dtype=float))
+    if mat.shape[0] == 1:
+        _, lo, hi = bootstrap_ci(mat[0], n_boot=n_boot, seed=seed, level=level)
+        return lo, hi
+    S, N = mat.shape
+    rng = np.random.default_rng(seed)
+    chunk = max(1, 1_000_000 // (S * N))
+    boots, done = [], 0
+    while done < n_boot:
+        b = min(chunk, n_boot - done)
+        per_seed = mat[:, rng.integers(0, N, size=(b, N))].mean(axis=2)  # (S, b)
+        pick = rng.integers(0, S, size=(b, S))
+        boots.append(per_seed[pick, np.arange(b)[:, None]].mean(axis=1))
+        done += b
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(np.concatenate(boots), [alpha, 1 - alpha])
+    return float(lo), float(hi)
+
+
+def window_steps(n_logged: int, window: float | int) -> int:
+    """How many of the first logged steps the comparison uses: a count (int) or a fraction (float, rounded half
+    up, at least one step)."""
+    if n_logged <= 0:
+        return 0
+    if isinstance(window, float):
+        return max(1, min(n_logged, math.floor(window * n_logged + 0.5)))
+    return max(1, min(n_logged, int(window)))
+
+
+def posterior_learnable(n_correct: np.ndarray, n_samples: np.ndarray, G: int) -> float:
+    """Expected learnable share when each item's pass rate is uncertain: the mean over items of
+    E[1 - p^G - (1 - p)^G] under p ~ Beta(c + ½, n - c + ½) (Jeffreys prior, c of n samples correct).
+
+    The plug-in prediction is exactly 0 for every item scored 0/K or K/K, though such items still produce mixed
+    groups now and then; this version gives them their posterior share.
+    """
+    c = np.asarray(n_correct, dtype=float)
+    n = np.asarray(n_samples, dtype=float)
+    a, b = c + 0.5, n - c + 0.5
+    j = np.arange(G)[:, None]
+    e_pG = np.prod((a + j) / (a + b + j), axis=0)  # E[p^G] = B(a + G, b) / B(a, b)
+    e_qG = np.prod((b + j) / (a + b + j), axis=0)
+    return float(np.mean(1 - e_pG - e_qG))
+
+
+def wilson_interval(share: float, n: float, level: float) -> tuple[float, float]:
+    """Wilson score interval of a share observed over ``n`` trials (NaN when there are none)."""
+    if not n or not np.isfinite(share):
+        return np.nan, np.nan
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    centre = (share + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def pass_at_k_items(items: pd.DataFrame, k: int) -> np.ndarray:
+    """Per-item unbiased pass@k from the ``n_samples``/``n_correct`` columns of an evaluation file."""
+    return np.array([pass_at_k(int(n), int(c), k) for n, c in zip(items.n_samples, items.n_correct)])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -19,30 +20,11 @@ import pandas as pd
 from . import framearith, grading
 from .generation import Sampling, TransformersGenerator
 from .io import atomic_path, write_json
+from .settings import Bootstrap
 
 log = logging.getLogger(__name__)
 
 PAD, EOS, BOS, UNK = "[PAD]", "[EOS]", "[BOS]", "[UNK]"
-
-DEFAULTS = {
-    "hidden_size": 128,
-    "intermediate_size": 512,
-    "num_layers": 4,
-    "num_heads": 4,
-    "train_items": 20000,
-    "batch_size": 64,
-    "learning_rate": 1e-3,
-    "max_steps": 2000,
-    "calib_every": 10,
-    "sparse_calib_every": 50,
-    "dense_below_loss": 1.4,
-    "calib_items": 96,
-    "calib_samples": 8,
-    "target_pass_rate": 0.3,
-    "stop_above": 0.6,
-    "seed": 0,
-}
-
 
 def build_tokenizer(vocab: list[str]):
     """Word-level tokenizer over whitespace-separated tokens, wrapped for ``transformers``."""
@@ -101,7 +83,8 @@ def pass_rate(model, tokenizer, items: pd.DataFrame, samples: int, max_new_token
               pattern: str) -> float:
     """Mean sampled pass rate (temperature 1) of ``model`` on ``items``, graded by the project's grader."""
     gen = TransformersGenerator(model, tokenizer, batch_size=1024)
-    out = gen.generate(list(items["prompt"]), Sampling(n=samples, temperature=1.0, max_new_tokens=max_new_tokens, seed=seed))
+    sampling = Sampling(n=samples, temperature=1.0, top_p=1.0, max_new_tokens=max_new_tokens, seed=seed)
+    out = gen.generate(list(items["prompt"]), sampling)
     grades = [
         g.correct
         for comps, gold in zip(out, items["answer"])
@@ -114,13 +97,12 @@ def bootstrap(out_dir: str | Path, task: dict, settings: dict, exclude_prompts: 
     """Train the base model and save the snapshot nearest the target pass rate to ``out_dir``."""
     import torch
 
-    cfg = {**DEFAULTS, **settings}
+    cfg = asdict(Bootstrap.from_dict(settings))
     seed = int(cfg["seed"])
     torch.manual_seed(seed)
-    params = task.get("params", {})
-    width = int(params.get("width", 8))
-    max_new = 2 * width + 4
-    pattern = task.get("grading", {}).get("pattern", r"=\s*(-?\d+)")
+    params = framearith.resolve_params(task.get("params", {}))
+    max_new = 2 * params["width"] + 4
+    pattern = task["grading"]["pattern"]
 
     tok = build_tokenizer(framearith.VOCAB)
     model = build_model(tok, cfg["hidden_size"], cfg["intermediate_size"], cfg["num_layers"], cfg["num_heads"], seed)

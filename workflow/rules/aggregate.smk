@@ -1,29 +1,20 @@
-# Aggregate stage: every table and figure is its own job, and reads only the cached files it needs (listing_files).
-# Captions for the HTML report (`snakemake --report report.html`) are in workflow/report/.
-
-AGGREGATE_KIND = {
-    "accuracy_vs_checkpoint": "figure-accuracy",
-    "learnable_vs_step": "figure-learnable",
-    "pass_rate_histogram": "figure-pass-rates",
-    "accuracy_by_difficulty": "figure-difficulty",
-    "learnable": "table-learnable",
-    "difficulty": "table-difficulty",
-    "ood": "table-ood",
-}
+# Aggregate stage: every output of the registry grpo_budget.analysis.outputs.OUTPUTS is its own job and reads only
+# the files it needs. Captions for the HTML report (`snakemake --report report.html`) are in workflow/report/captions/.
 
 
 rule summary:
     """Gains table: accuracy of base and each arm (final and best checkpoint), gains with paired bootstrap intervals."""
     input:
-        lambda wc: listing_files("summary"),
+        listing=LISTING,
+        files=get_output_files("summary"),
     output:
-        csv=report(SUMMARY_CSV, caption="../report/summary.rst", category="Tables", labels={"table": "gains", "format": "CSV, per seed"}),
-        md=SUMMARY_MD,
-        seeds=SUMMARY_SEEDS,
-        html=report(SUMMARY_HTML, caption="../report/summary.rst", category="Tables", labels={"table": "gains", "format": "HTML"}),
+        csv=report(P.summary_csv, caption="../report/output.rst", category="Tables", labels={"table": "gains", "format": "CSV, per seed"}),
+        md=P.summary_md,
+        seeds=P.summary_seeds,
+        html=report(P.summary_html, caption="../report/output.rst", category="Tables", labels={"table": "gains", "format": "HTML"}),
     params:
-        runs=lambda wc: as_json(runs_listing()),
         settings=as_json(config["analysis"]),
+        caption=caption("summary", config),
     log:
         log_file("aggregate", "summary"),
     benchmark:
@@ -31,46 +22,48 @@ rule summary:
     conda:
         "../../envs/grpo-budget.yaml"
     shell:
-        "grpo-budget aggregate summary --runs {params.runs:q} --settings {params.settings:q}"
+        "grpo-budget aggregate summary --listing {input.listing:q} --settings {params.settings:q}"
         " --out {output.csv:q} {output.md:q} {output.seeds:q} {output.html:q} > {log:q} 2>&1"
 
 
 rule table:
     """One table of the aggregate stage: CSV (per seed), Markdown and HTML (per arm)."""
     input:
-        lambda wc: listing_files(wc.table),
+        listing=LISTING,
+        files=lambda wc: get_output_files(wc.name),
     output:
-        csv=report(TABLE, caption="../report/table.rst", category="Tables", labels={"table": "{table}", "format": "CSV, per seed"}),
-        md=TABLE_MD,
-        html=report(TABLE_HTML, caption="../report/table.rst", category="Tables", labels={"table": "{table}", "format": "HTML"}),
+        csv=report(P.table, caption="../report/output.rst", category="Tables", labels={"table": "{name}", "format": "CSV, per seed"}),
+        md=P.table_md,
+        html=report(P.table_html, caption="../report/output.rst", category="Tables", labels={"table": "{name}", "format": "HTML"}),
     wildcard_constraints:
-        table="|".join(TABLES),
+        name="|".join(names("table")),
     params:
-        runs=lambda wc: as_json(runs_listing()),
-        kind=lambda wc: AGGREGATE_KIND[wc.table],
         settings=as_json(config["analysis"]),
+        caption=lambda wc: caption(wc.name, config),
     log:
-        log_file("aggregate", "table_{table}"),
+        log_file("aggregate", "table_{name}"),
     benchmark:
-        benchmark_file("aggregate", "table_{table}")
+        benchmark_file("aggregate", "table_{name}")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:
-        "grpo-budget aggregate {params.kind} --runs {params.runs:q} --settings {params.settings:q}"
+        "grpo-budget aggregate {wildcards.name} --listing {input.listing:q} --settings {params.settings:q}"
         " --out {output.csv:q} {output.md:q} {output.html:q} > {log:q} 2>&1"
 
 
 rule figure:
     """One figure of the aggregate stage, as PNG and PDF."""
     input:
-        lambda wc: listing_files(wc.name),
+        listing=LISTING,
+        files=lambda wc: get_output_files(wc.name),
     output:
-        png=report(FIGURE, caption="../report/figure.rst", category="Figures", labels={"figure": "{name}"}),
-        pdf=FIGURE_PDF,
+        png=report(P.figure, caption="../report/output.rst", category="Figures", labels={"figure": "{name}"}),
+        pdf=P.figure_pdf,
+    wildcard_constraints:
+        name="|".join(names("figure")),
     params:
-        runs=lambda wc: as_json(runs_listing()),
-        kind=lambda wc: AGGREGATE_KIND[wc.name],
         settings=as_json(config["analysis"]),
+        caption=lambda wc: caption(wc.name, config),
     log:
         log_file("aggregate", "{name}"),
     benchmark:
@@ -78,5 +71,5 @@ rule figure:
     conda:
         "../../envs/grpo-budget.yaml"
     shell:
-        "grpo-budget aggregate {params.kind} --runs {params.runs:q} --settings {params.settings:q}"
+        "grpo-budget aggregate {wildcards.name} --listing {input.listing:q} --settings {params.settings:q}"
         " --out {output.png:q} {output.pdf:q} > {log:q} 2>&1"

@@ -1,15 +1,14 @@
 rule evaluate_base:
     """The base model (step 0) on one test set."""
     input:
-        test=DATA.replace("{dataset}", "{evalset}").replace("{split}", "test"),
-        model=model_input,
+        test=P.data.replace("{dataset}", "{evalset}").replace("{split}", "test"),
+        model=get_model_input,
     output:
-        BASE_EVAL,
+        P.base_eval,
     params:
-        model=lambda wc: model_path(wc.model),
-        settings=lambda wc: gen_settings("evaluation", wc.model, wc.evalset),
-        dataset=lambda wc: dataset_json(wc.evalset),
-        seed=config["evaluation"]["seed"],
+        model=get_model_path,
+        settings=get_generation_settings("evaluation"),
+        dataset=lambda wc: get_dataset(wc, wc.evalset),
     threads: 1
     resources:
         mem_mb=scaled("evaluate", "mem_mb"),
@@ -22,24 +21,23 @@ rule evaluate_base:
         "../../envs/grpo-budget.yaml"
     shell:
         "grpo-budget --threads {threads} evaluate --model {params.model:q} --test {input.test:q}"
-        " --settings {params.settings:q} --dataset {params.dataset:q} --seed {params.seed} --out {output:q}"
+        " --settings {params.settings:q} --dataset {params.dataset:q} --out {output:q}"
         " > {log:q} 2>&1"
 
 
 rule evaluate:
     """Every saved checkpoint of one arm on one test set."""
     input:
-        test=DATA.replace("{dataset}", "{evalset}").replace("{split}", "test"),
-        manifest=MANIFEST,
-        model=model_input,
+        test=P.data.replace("{dataset}", "{evalset}").replace("{split}", "test"),
+        manifest=P.manifest,
+        model=get_model_input,
     output:
-        RUN_EVAL,
+        P.run_eval,
     params:
-        model=lambda wc: model_path(wc.model),
-        settings=lambda wc: gen_settings("evaluation", wc.model, wc.evalset),
-        dataset=lambda wc: dataset_json(wc.evalset),
-        seed=config["evaluation"]["seed"],
-        final_only=final_only,
+        model=get_model_path,
+        settings=get_generation_settings("evaluation"),
+        dataset=lambda wc: get_dataset(wc, wc.evalset),
+        final_only=get_final_only,
     threads: 1
     resources:
         mem_mb=scaled("evaluate", "mem_mb"),
@@ -53,4 +51,4 @@ rule evaluate:
     shell:
         "grpo-budget --threads {threads} evaluate --model {params.model:q} --test {input.test:q}"
         " --manifest {input.manifest:q} {params.final_only} --settings {params.settings:q} --dataset {params.dataset:q}"
-        " --seed {params.seed} --out {output:q} > {log:q} 2>&1"
+        " --out {output:q} > {log:q} 2>&1"

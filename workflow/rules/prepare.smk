@@ -1,9 +1,9 @@
 rule prepare:
     """A dataset entry of the config -> one split (pool or test) as Parquet."""
     output:
-        DATA,
+        P.data,
     params:
-        dataset=lambda wc: dataset_json(wc.dataset),
+        dataset=get_dataset,
     log:
         log_file("prepare", "{dataset}_{split}"),
     benchmark:
@@ -17,11 +17,11 @@ rule prepare:
 rule bootstrap_model:
     """The embedded default's base model: a tiny Llama trained here to a target pass rate."""
     input:
-        exclude=lambda wc: expand(DATA, dataset=config["models"][wc.model]["bootstrap"]["dataset"], split="test"),
+        exclude=lambda wc: P.data.format(dataset=config["models"][wc.model]["bootstrap"]["dataset"], split="test"),
     output:
-        directory(MODEL),
+        directory(P.model),
     params:
-        dataset=lambda wc: dataset_json(config["models"][wc.model]["bootstrap"]["dataset"]),
+        dataset=lambda wc: get_dataset(wc, config["models"][wc.model]["bootstrap"]["dataset"]),
         settings=lambda wc: as_json(config["models"][wc.model]["bootstrap"]),
     threads: 2
     log:

@@ -1,15 +1,14 @@
 rule score:
     """K samples per pool item from the base model, graded: pass rate = difficulty."""
     input:
-        pool=DATA.replace("{split}", "pool"),
-        model=model_input,
+        pool=P.data.replace("{split}", "pool"),
+        model=get_model_input,
     output:
-        SCORES,
+        P.scores,
     params:
-        model=lambda wc: model_path(wc.model),
-        settings=lambda wc: gen_settings("scoring", wc.model),
-        dataset=lambda wc: dataset_json(wc.dataset),
-        seed=config["scoring"]["seed"],
+        model=get_model_path,
+        settings=get_generation_settings("scoring"),
+        dataset=get_dataset,
     threads: 1
     resources:
         mem_mb=scaled("score", "mem_mb"),
@@ -22,16 +21,16 @@ rule score:
         "../../envs/grpo-budget.yaml"
     shell:
         "grpo-budget --threads {threads} score --model {params.model:q} --pool {input.pool:q}"
-        " --settings {params.settings:q} --dataset {params.dataset:q} --seed {params.seed} --out {output:q}"
+        " --settings {params.settings:q} --dataset {params.dataset:q} --out {output:q}"
         " > {log:q} 2>&1"
 
 
 rule select:
     """Cut the budget from the scored pool by policy (seeded tie-breaks)."""
     input:
-        SCORES,
+        P.scores,
     output:
-        SUBSET,
+        P.subset,
     params:
         tiers=lambda wc: as_json(config["datasets"][wc.dataset].get("tiers")),
     log:

@@ -1,18 +1,16 @@
 rule train:
     """GRPO + LoRA on the subset; checkpoints every save_steps, resumed after preemption or a crash."""
     input:
-        subset=SUBSET,
-        model=model_input,
+        subset=P.subset,
+        model=get_model_input,
     output:
-        log=TRAIN_LOG,
-        manifest=MANIFEST,
+        log=P.train_log,
+        manifest=P.manifest,
     params:
-        model=lambda wc: model_path(wc.model),
-        checkpoints=CHECKPOINTS,
-        settings=lambda wc: as_json(
-            dict(config["training"], **{k: v for k, v in config["models"][wc.model].items() if k == "chat_template_kwargs"})
-        ),
-        dataset=lambda wc: dataset_json(wc.dataset),
+        model=get_model_path,
+        checkpoints=P.checkpoints,
+        settings=get_training_settings,
+        dataset=get_dataset,
     threads: 1
     resources:
         mem_mb=scaled("train", "mem_mb"),

@@ -20,14 +20,16 @@ its column names are given in the config.
 plus difficulty metadata: gsm8k ``n_steps``; math ``level`` (1-5, missing for
 "Level ?"), ``type`` and ``numeric``; bbh ``n_objects`` (and ``n_swaps``).
 
-``spec`` keys (all optional; defaults in ``DEFAULT_SPECS``):
+The registry :data:`BENCHMARKS` is the one place a benchmark's name exists: its loader, answer type, default
+instruction, difficulty metadata column and default ``spec``. ``spec`` keys (all optional):
 
 ``hub_id``, ``hub_config`` (str or list; BBH: a format string with ``{word}``
 and ``{n}``), ``hub_split`` (BBH), ``data_files`` (str, list, or dict
 split -> files; a directory stands for the data files in it), ``format``
 (json/jsonl/parquet/csv; inferred from the file names), ``field`` (the JSON key
 holding the rows; BBH's ``.json`` files use ``"examples"``), ``fields``
-(mapping of ``question/solution/answer/level/type/id`` to the copy's columns),
+(mapping of ``question/solution/answer/level/type/id`` to the copy's column, or to a list of candidate
+columns, the first present wins: the defaults list the names hub copies use),
 ``splits`` (role -> source split, roles ``pool`` and ``test``), ``objects``
 (BBH: among 3, 5, 7), ``test_fraction`` / ``pool_size`` / ``test_size`` (BBH:
 seeded split of each task's items), ``max_items`` (seeded cap per frame),
@@ -42,43 +44,19 @@ import hashlib
 import logging
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from .errors import UserError
 from .grading import last_boxed
-
-__all__ = [
-    "BENCHMARKS",
-    "DEFAULT_INSTRUCTIONS",
-    "DEFAULT_SPECS",
-    "ANSWER_TYPES_BY_BENCHMARK",
-    "load_benchmark",
-    "gsm8k_gold",
-    "math_gold",
-]
 
 log = logging.getLogger(__name__)
 
-BENCHMARKS = ("gsm8k", "bbh_shuffled_objects", "math", "aime2025")
-
 _BOXED = "Put your final answer within \\boxed{}."
-DEFAULT_INSTRUCTIONS: dict[str, str] = {
-    "gsm8k": _BOXED,
-    "bbh_shuffled_objects": (
-        "Answer concisely, think step by step, then put your final answer within \\boxed{(X)}."
-    ),
-    "math": _BOXED,
-    "aime2025": _BOXED,
-}
-
-ANSWER_TYPES_BY_BENCHMARK = {
-    "gsm8k": "number",
-    "bbh_shuffled_objects": "option",
-    "math": "math",
-    "aime2025": "number",
-}
 
 MATH_SUBJECTS = (
     "algebra",
@@ -89,41 +67,6 @@ MATH_SUBJECTS = (
     "prealgebra",
     "precalculus",
 )
-
-DEFAULT_SPECS: dict[str, dict[str, Any]] = {
-    "gsm8k": {
-        "hub_id": "openai/gsm8k",
-        "hub_config": "main",
-        "fields": {"question": "question", "solution": "answer"},
-        "splits": {"pool": "train", "test": "test"},
-    },
-    "bbh_shuffled_objects": {
-        "hub_id": "lukaemon/bbh",
-        "hub_config": "tracking_shuffled_objects_{word}_objects",
-        "hub_split": "test",
-        "fields": {"question": "input", "answer": "target"},
-        "objects": [3, 5, 7],
-        "test_fraction": 0.5,
-    },
-    "math": {
-        "hub_id": "EleutherAI/hendrycks_math",
-        "hub_config": list(MATH_SUBJECTS),
-        "fields": {
-            "question": "problem",
-            "solution": "solution",
-            "level": "level",
-            "type": "type",
-            "id": "unique_id",
-        },
-        "splits": {"pool": "train", "test": "test"},
-    },
-    "aime2025": {
-        "hub_id": "opencompass/AIME2025",
-        "hub_config": ["AIME2025-I", "AIME2025-II"],
-        "fields": {"question": "question", "answer": "answer", "solution": "solution", "id": "id"},
-        "splits": {"test": "test"},
-    },
-}
 
 _NUMBER_WORDS = {3: "three", 4: "four", 5: "five", 6: "six", 7: "seven"}
 _FORMATS = {"json": "json", "jsonl": "json", "parquet": "parquet", "csv": "csv", "arrow": "arrow"}
@@ -137,8 +80,8 @@ COLUMNS = ["id", "prompt", "answer", "answer_type", "solution"]
 
 def _spec(name: str, spec: dict | None) -> dict:
     if name not in BENCHMARKS:
-        raise ValueError(f"unknown benchmark {name!r}; expected one of {BENCHMARKS}")
-    merged = copy.deepcopy(DEFAULT_SPECS[name])
+        raise UserError(f"unknown benchmark {name!r}; allowed: {', '.join(BENCHMARKS)}")
+    merged = copy.deepcopy(BENCHMARKS[name].spec)
     spec = dict(spec or {})
     fields = dict(merged.get("fields", {}))
     fields.update(spec.pop("fields", None) or {})
@@ -232,8 +175,34 @@ def _load_local(data_files: Any, fmt: str | None, field: str | None, cache_dir: 
         kwargs["field"] = jf
     if cache_dir:
         kwargs["cache_dir"] = cache_dir
-    dd = datasets.load_dataset(fmt, **kwargs)
+    try:
+        dd = datasets.load_dataset(fmt, **kwargs)
+    except Exception as e:  # noqa: BLE001 - the library's parse errors name neither file nor line
+        bad = _first_bad_json_line(all_files) if fmt == "json" and not jf else None
+        if bad:
+            raise UserError(bad) from e
+        raise
     return {split: dd[split].to_pandas() for split in dd}
+
+
+def _first_bad_json_line(files: list[str]) -> str | None:
+    """``FILE:LINE: what is wrong`` for the first line of a JSON Lines file that is not a JSON object."""
+    import json
+
+    for f in files:
+        if "*" in f:
+            continue
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            for n, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as e:
+                    return f"{f}:{n}: not valid JSON ({e.msg} at column {e.colno})"
+                if not isinstance(obj, dict):
+                    return f"{f}:{n}: each line must be a JSON object, got {type(obj).__name__}"
+    return None
 
 
 def _load_hub(hub_id: str, configs: Any, split: str | None, cache_dir: str | None) -> dict[str, pd.DataFrame]:
@@ -265,13 +234,17 @@ def _load_source(spec: dict) -> dict[str, pd.DataFrame]:
 
 
 def _column(frame: pd.DataFrame, fields: dict, key: str, required: bool = False) -> pd.Series | None:
-    col = fields.get(key)
-    if col is not None and col in frame.columns:
-        return frame[col]
+    """The copy's column for ``key``: ``fields[key]`` is a column name or a list of candidates (first present)."""
+    wanted = fields.get(key)
+    candidates = wanted if isinstance(wanted, (list, tuple)) else [wanted]
+    for col in candidates:
+        if col is not None and col in frame.columns:
+            return frame[col]
     if required:
-        raise KeyError(
-            f"source has no column {col!r} for {key!r} (columns: {list(frame.columns)}); "
-            f"map it with spec['fields'][{key!r}]"
+        raise UserError(
+            f"the data has no column {' or '.join(map(repr, candidates))} for {key!r} (columns: "
+            f"{', '.join(map(str, frame.columns))}); map it with the dataset's spec: {{fields: {{{key}: COLUMN}}}} "
+            f"(check-grader: --field {key}=COLUMN)"
         )
     return None
 
@@ -380,7 +353,7 @@ def _gsm8k(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
     questions = _text(_column(frame, fields, "question", required=True), len(frame))
     solutions = _text(_column(frame, fields, "solution"), len(frame))
     answers_col = _column(frame, fields, "answer")
-    if answers_col is not None and fields.get("answer") != fields.get("solution"):
+    if answers_col is not None and (fields.get("answer") is None or fields.get("answer") != fields.get("solution")):
         answers = [_normalize_number(a) for a in answers_col]
     else:
         answers = [gsm8k_gold(s) for s in solutions]
@@ -571,19 +544,65 @@ def _load_bbh(spec: dict, seed: int) -> dict[str, pd.DataFrame]:
     return out
 
 
-# --------------------------------------------------------------------------- entry point
+# --------------------------------------------------------------------------- registry
+
+
+def _by_split(build: Callable[[pd.DataFrame, dict], pd.DataFrame]) -> Callable[[str, dict, int], dict]:
+    """A loader for a benchmark whose copies come with named splits: each role's frame through ``build``."""
+
+    def load(name: str, spec: dict, seed: int) -> dict[str, pd.DataFrame]:
+        roles = _assign_roles(name, spec, _load_source(spec))
+        return {role: build(frame.reset_index(drop=True), spec["fields"]) for role, frame in roles.items()}
+
+    return load
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """What the system knows about a benchmark, by name (a dataset's ``benchmark:``)."""
+
+    load: Callable[[str, dict, int], dict[str, pd.DataFrame]]  # (name, merged spec, seed) -> {role: frame}
+    answer_type: str  # grading.ANSWER_TYPES
+    instruction: str  # appended to each question when the config gives none
+    difficulty: str | None  # metadata column for the difficulty-stratified analysis
+    spec: dict = field(default_factory=dict)  # default loading spec: hub id and configs, field names, splits
+
+
+BENCHMARKS: dict[str, Benchmark] = {
+    "gsm8k": Benchmark(
+        load=_by_split(_gsm8k), answer_type="number", instruction=_BOXED, difficulty="n_steps",
+        spec={"hub_id": "openai/gsm8k", "hub_config": "main",
+              "fields": {"question": ["question", "problem"], "solution": "answer"},
+              "splits": {"pool": "train", "test": "test"}},
+    ),
+    "bbh_shuffled_objects": Benchmark(
+        load=lambda name, spec, seed: _load_bbh(spec, seed), answer_type="option",
+        instruction="Answer concisely, think step by step, then put your final answer within \\boxed{(X)}.",
+        difficulty="n_objects",
+        spec={"hub_id": "lukaemon/bbh", "hub_config": "tracking_shuffled_objects_{word}_objects", "hub_split": "test",
+              "fields": {"question": ["input", "question"], "answer": ["target", "answer"]}, "objects": [3, 5, 7],
+              "test_fraction": 0.5},
+    ),
+    "math": Benchmark(
+        load=_by_split(_math), answer_type="math", instruction=_BOXED, difficulty="level",
+        spec={"hub_id": "EleutherAI/hendrycks_math", "hub_config": list(MATH_SUBJECTS),
+              "fields": {"question": ["problem", "question"], "solution": "solution", "level": "level",
+                         "type": "type", "id": "unique_id"},
+              "splits": {"pool": "train", "test": "test"}},
+    ),
+    "aime2025": Benchmark(
+        load=_by_split(_aime), answer_type="number", instruction=_BOXED, difficulty=None,
+        spec={"hub_id": "opencompass/AIME2025", "hub_config": ["AIME2025-I", "AIME2025-II"],
+              "fields": {"question": ["question", "problem"], "answer": "answer", "solution": "solution", "id": "id"},
+              "splits": {"test": "test"}},
+    ),
+}
 
 
 def load_benchmark(name: str, spec: dict | None, seed: int) -> dict[str, pd.DataFrame]:
     """Load benchmark ``name`` as ``{"pool": frame, "test": frame}`` (either may be absent)."""
     spec = _spec(name, spec)
-    if name == "bbh_shuffled_objects":
-        out = _load_bbh(spec, seed)
-    else:
-        source = _load_source(spec)
-        roles = _assign_roles(name, spec, source)
-        build = {"gsm8k": _gsm8k, "math": _math, "aime2025": _aime}[name]
-        out = {role: build(frame.reset_index(drop=True), spec["fields"]) for role, frame in roles.items()}
+    out = BENCHMARKS[name].load(name, spec, seed)
     drop = bool(spec.get("drop_ungradable", True))
     result = {}
     for role, frame in out.items():

@@ -2,7 +2,7 @@
 # One prepared check for any single-GPU machine, in well under 10 minutes:
 #   1. the embedded default end to end with the transformers backend on CUDA (bf16 GRPO, batched generation);
 #   2. the scoring-throughput benchmark: batched vs one-at-a-time, and vLLM vs transformers where vLLM imports.
-# Prints the figures; writes them under ${OUT:-gpu-check}/. Usage: bash benchmarks/gpu-check.sh
+# Prints the figures; writes them under ${OUT:-gpu-check}/. Usage: bash perf/gpu-check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-check}
@@ -27,9 +27,9 @@ for f in "$results"/benchmarks/*/*.tsv; do printf '%-70s %s s\n' "${f#$results/b
 
 backends=transformers
 python3 -c "import vllm" 2>/dev/null && backends="transformers vllm"
-python3 benchmarks/scoring_throughput.py --model "$results/models/tiny" --prompts 1024 --backends $backends \
+python3 perf/scoring_throughput.py --model "$results/models/tiny" --prompts 1024 --backends $backends \
     | tee "$out/throughput-tiny.json"
 if [ -n "${THROUGHPUT_MODEL:-}" ]; then  # a real model already on the machine, e.g. a local Qwen2.5-0.5B-Instruct
-    python3 benchmarks/scoring_throughput.py --model "$THROUGHPUT_MODEL" --prompts 256 --max-new-tokens 256 \
+    python3 perf/scoring_throughput.py --model "$THROUGHPUT_MODEL" --prompts 256 --max-new-tokens 256 \
         --batch-size 256 --backends $backends | tee "$out/throughput-model.json"
 fi

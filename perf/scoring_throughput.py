@@ -3,8 +3,8 @@
 Prints prompts/s and generated tokens/s for each, and their ratio, in one run. On a GPU machine with vLLM
 installed, ``--backends transformers vllm`` adds vLLM to the comparison.
 
-    python benchmarks/scoring_throughput.py                      # the embedded tiny model (results/models/tiny)
-    python benchmarks/scoring_throughput.py --model Qwen/Qwen2.5-0.5B-Instruct --prompts 64 --max-new-tokens 128
+    python perf/scoring_throughput.py                      # the embedded tiny model (results/models/tiny)
+    python perf/scoring_throughput.py --model Qwen/Qwen2.5-0.5B-Instruct --prompts 64 --max-new-tokens 128
 """
 
 from __future__ import annotations
@@ -72,12 +72,12 @@ def main() -> None:
         torch.set_num_threads(a.threads)
     model = tiny_model(a.model)
     ps = questions(model, a.prompts)
-    sampling = Sampling(n=a.samples, temperature=1.0, max_new_tokens=a.max_new_tokens, seed=0)
+    sampling = Sampling(n=a.samples, temperature=1.0, top_p=1.0, max_new_tokens=a.max_new_tokens, seed=0)
     results = {"model": model, "prompts": a.prompts, "samples": a.samples, "max_new_tokens": a.max_new_tokens,
                "device": generation.default_device()}
     for backend in a.backends:
         gen = generation.make_generator(backend, model, batch_size=a.batch_size, progress=False) \
-            if backend == "transformers" else generation.make_generator(backend, model, enable_lora=False)
+            if backend == "transformers" else generation.make_generator(backend, model, enable_lora=False, max_lora_rank=16)
         gen.generate(ps[:2], sampling)  # warm-up (kernels, caches)
         results[f"{backend}_batched"] = measure(gen, ps, sampling, one_at_a_time=False)
         if backend == "transformers":

@@ -11,8 +11,9 @@ import datasets
 import pandas as pd
 import pytest
 
-from grpo_budget import benchmarks
-from grpo_budget.benchmarks import BENCHMARKS, DEFAULT_INSTRUCTIONS, load_benchmark
+from grpo_budget import loaders
+from grpo_budget.errors import UserError
+from grpo_budget.loaders import BENCHMARKS, load_benchmark
 from grpo_budget.check_grader import check, format_report, main, perturb_answer
 from grpo_budget.grading import grade, normalize_option, parse_number
 
@@ -48,10 +49,9 @@ def math_train(cache):
 
 
 def test_constants():
-    assert BENCHMARKS == ("gsm8k", "bbh_shuffled_objects", "math", "aime2025")
-    assert set(DEFAULT_INSTRUCTIONS) == set(BENCHMARKS)
-    assert DEFAULT_INSTRUCTIONS["math"] == "Put your final answer within \\boxed{}."
-    assert "\\boxed{(X)}" in DEFAULT_INSTRUCTIONS["bbh_shuffled_objects"]
+    assert list(BENCHMARKS) == ["gsm8k", "bbh_shuffled_objects", "math", "aime2025"]
+    assert BENCHMARKS["math"].instruction == "Put your final answer within \\boxed{}."
+    assert "\\boxed{(X)}" in BENCHMARKS["bbh_shuffled_objects"].instruction
 
 
 # --------------------------------------------------------------------------- real GSM8K
@@ -322,7 +322,7 @@ def test_errors(tmp_path):
     with pytest.raises(FileNotFoundError):
         load_benchmark("gsm8k", {"data_files": str(tmp_path / "missing.jsonl")}, 0)
     path = _jsonl(tmp_path / "x.jsonl", [{"text": "q", "answer": "#### 1"}])
-    with pytest.raises(KeyError, match="fields"):
+    with pytest.raises(UserError, match="fields"):
         load_benchmark("gsm8k", {"data_files": path, "cache_dir": str(tmp_path / "c")}, 0)
     with pytest.raises(ValueError, match="splits"):
         load_benchmark(
@@ -363,3 +363,28 @@ def test_check_reports_failures():
     assert result["failures"] == [{"id": "b", "gold": "2", "original_gold": None, "extracted": "5", "format_ok": True}]
     assert "first 1 of 2 failing" in format_report(result)
     assert check(frame, mode="strict")["format_failures"] == 1
+
+
+def test_a_malformed_jsonl_line_is_named_by_file_and_line(tmp_path):
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"question": "q1", "answer": "#### 1"}\n{"question": "q2", "answer": "#### 2"\n')
+    with pytest.raises(UserError, match=r"train\.jsonl:2: not valid JSON"):
+        load_benchmark("gsm8k", {"data_files": str(path), "splits": {"pool": "train"},
+                                 "cache_dir": str(tmp_path / "c")}, 0)
+
+
+def test_aime_copies_with_problem_or_question_load_alike(tmp_path):
+    frames = []
+    for field in ("problem", "question"):
+        path = _jsonl(tmp_path / f"aime-{field}.jsonl", [{field: "Find x.", "answer": "042", "id": 1}])
+        frames.append(load_benchmark("aime2025", {"data_files": path, "cache_dir": str(tmp_path / "c")}, 0)["test"])
+    assert frames[0].equals(frames[1]) and frames[0]["answer"].tolist() == ["42"]
+
+
+def test_check_grader_maps_fields_from_the_command_line(tmp_path, capsys):
+    path = _jsonl(tmp_path / "g.jsonl", [{"text": "2+2?", "answer": "It is 4.\n#### 4"}])
+    argv = ["--dataset", "gsm8k", "--data-files", path, "--split", "pool"]
+    with pytest.raises(UserError, match="question"):
+        main(argv)
+    assert main(argv + ["--field", "question=text"]) == 0
+    assert "100.00%" in capsys.readouterr().out

@@ -1,0 +1,137 @@
+"""Registries, the plan and the schema agree: one place per name, one source per default, one budget label."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from grpo_budget import config, plan, settings
+from grpo_budget.analysis import outputs
+from grpo_budget.analysis.read import _sort_arms
+from grpo_budget.loaders import BENCHMARKS
+from grpo_budget.prepare import GENERATORS
+from grpo_budget.selection import POLICIES, Policy, select
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = yaml.safe_load((ROOT / "config.yaml").read_text())
+
+
+def schema_props(pointer):
+    return set(config.section_schema(config.load_schema(), pointer)["properties"])
+
+
+def test_schema_enums_are_the_registries():
+    schema = config.load_schema()
+    assert config.section_schema(schema, ("policies", "*"))["enum"] == list(POLICIES)
+    assert config.section_schema(schema, ("datasets", "*", "benchmark"))["enum"] == list(BENCHMARKS)
+    assert config.section_schema(schema, ("datasets", "*", "generator"))["enum"] == list(GENERATORS)
+    # the schema file itself names none of them: nothing to keep in sync by hand
+    raw = yaml.safe_load(config.SCHEMA_PATH.read_text())
+    for pointer in config.REGISTRY_ENUMS:
+        assert "enum" not in config.section_schema(raw, pointer), pointer
+
+
+@pytest.mark.parametrize("cls", list(settings.SECTIONS))
+def test_settings_classes_have_exactly_their_schema_fields(cls):
+    fields = {f.name for f in dataclasses.fields(cls)} - {"chat_template_kwargs"}
+    assert fields == schema_props(settings.SECTIONS[cls])
+
+
+def test_every_schema_default_reaches_the_settings_objects():
+    t = settings.Training.from_dict({})
+    assert t.max_completion_length == 256 and t.num_generations == 8 and t.lora.r == 16
+    g = settings.Generation.from_dict({}, "evaluation")
+    assert (g.num_samples, g.seed, g.backend, g.max_lora_rank) == (1, 1234, "transformers", 16)
+    assert settings.Generation.from_dict({}, "scoring").num_samples == 8
+    gen_fields = {f.name for f in dataclasses.fields(settings.Generation)}
+    assert schema_props(("scoring",)) <= gen_fields
+    assert {p for p in schema_props(("evaluation",)) if not p.startswith("ood_")} <= gen_fields
+    assert settings.Bootstrap.from_dict({"dataset": "x"}).hidden_size == 128
+    assert settings.Analysis.from_dict(None).learnable_window == 0.1
+
+
+def test_a_bad_partial_section_names_its_field():
+    with pytest.raises(config.ConfigError, match=r"training\.num_generations"):
+        settings.Training.from_dict({"num_generations": 1})
+
+
+def test_every_output_has_its_caption_and_known_file_roles():
+    captions = {p.stem for p in outputs.CAPTIONS.glob("*.rst")}
+    assert captions == set(outputs.OUTPUTS)
+    for name, out in outputs.OUTPUTS.items():
+        assert re.fullmatch(r"[a-z][a-z0-9_]*", name) and out.kind in ("summary", "table", "figure")
+        assert out.reads <= set(plan.READS)
+        assert "{{" not in outputs.caption(name, config.validate(copy.deepcopy(DEFAULT)))
+
+
+def test_policy_registry_entries_all_select():
+    scores = pd.DataFrame({"id": [f"i{k}" for k in range(20)], "pass_rate": np.linspace(0, 1, 20),
+                           "level": [1, 2, 3, 4] * 5})
+    for name, policy in POLICIES.items():
+        out = select(scores, name, 5, seed=0, tiers={"column": "level", "values": [1, 2]})
+        assert len(out) == (len(scores) if name == "full" else 10 if policy.size else 5), name
+        assert (out["policy"] == name).all()
+    assert len({p.color for p in POLICIES.values()}) == len(POLICIES)
+
+
+def test_a_new_policy_is_one_registry_entry(monkeypatch):
+    """What the README's Extending section promises: register it, and the config, the selection and the
+    Snakefile's wildcard accept it."""
+    monkeypatch.setitem(POLICIES, "top_half", Policy(lambda pool, n: pool.order[::-1][: len(pool.order) // 2],
+                                                     "#000000", size=lambda pool: len(pool.scores) // 2))
+    cfg = config.validate({**copy.deepcopy(DEFAULT), "policies": ["top_half", "hard"]})
+    assert {r["policy"] for r in plan.grid(cfg)} == {"top_half", "hard"}
+    assert [r["budget"] for r in plan.grid(cfg) if r["policy"] == "top_half"] == [plan.FULL_LABEL]
+    scores = pd.DataFrame({"id": list("abcd"), "pass_rate": [0.1, 0.9, 0.5, 0.7]})
+    assert set(select(scores, "top_half", 1.0, 0)["id"]) == {"b", "d"}
+
+
+@pytest.mark.parametrize("budget, label", [(0.1, "0.1"), (1e-05, "1e-05"), (100, "100"), (1.0, "1.0"), (0.25, "0.25")])
+def test_budget_label_round_trips_through_the_wildcard(budget, label):
+    assert plan.format_budget(budget) == label
+    assert re.fullmatch(plan.BUDGET_REGEX, label)
+    assert plan.parse_budget(label) == budget and type(plan.parse_budget(label)) is type(budget)
+
+
+def test_budgets_sort_numerically():
+    labels = ["100", "25", "all", "0.5", "0.05", "1e-05"]
+    assert sorted(labels, key=plan.budget_sort_key) == ["1e-05", "0.05", "0.5", "25", "100", "all"]
+    df = pd.DataFrame({"model": "m", "dataset": "d", "policy": "hard", "budget": ["100", "25", "0.5"]})
+    assert list(_sort_arms(df)["budget"]) == ["0.5", "25", "100"]
+
+
+def test_tiny_fraction_and_counts_build_their_dag(tmp_path):
+    cfg = copy.deepcopy(DEFAULT)
+    cfg.update(results=str(tmp_path / "r"), budgets=[1.0e-05, 100, 25], policies=["hard"])
+    cfg["training"]["prompts_per_step"] = 1
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "hard/b1e-05/s0/subset.parquet" in out.stdout and "hard/b25/s0" in out.stdout
+
+
+@pytest.mark.slow
+def test_a_grid_ten_times_difficulty_limits_builds_and_aggregates_read_a_file(tmp_path):
+    cfg = yaml.safe_load((ROOT / "configs/difficulty-limits.yaml").read_text())
+    cfg["seeds"] = list(range(10 * len(cfg["seeds"])))
+    cfg["results"] = str(tmp_path / "r")
+    path = tmp_path / "big.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", str(tmp_path / "r/summary.csv"),
+                          "--configfile", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    listing = plan.Listing.read(tmp_path / "r" / plan.PATTERNS["listing"])
+    assert len(listing.runs) == 10 * 54
+    shell = [line for line in out.stdout.splitlines() if "grpo-budget aggregate summary" in line]
+    assert shell and len(shell[0]) < 2000  # the listing travels as a file, not as an argument

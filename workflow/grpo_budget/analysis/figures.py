@@ -1,0 +1,184 @@
+"""The aggregate figures, each as PNG and PDF."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import stats
+from ..io import atomic_path
+from ..plan import Listing, budget_sort_key
+from ..selection import POLICIES
+from ..settings import Analysis
+from .read import PANEL, _available, _label, _policy_rank, _read, as_settings
+from .render import _heading, _sections
+from .tables import curves, difficulty_table
+
+BUDGET_STYLES = ["-", "--", ":", "-."]
+
+
+
+def _save_figure(fig, outs: Sequence[str]) -> None:
+    import matplotlib.pyplot as plt
+
+    for path in outs:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=Path(path).suffix.lstrip(".") or "png", dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def _panels(n: int):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = max(n, 1)
+    cols = min(n, 3)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.8 * rows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat)
+
+
+def _style(policy: str, budget: str, budgets: Sequence[str]) -> dict:
+    i = list(budgets).index(budget) if budget in budgets else 0
+    return {"color": POLICIES[policy].color if policy in POLICIES else "C7", "ls": BUDGET_STYLES[i % len(BUDGET_STYLES)]}
+
+
+def _empty(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
+    ax.set_axis_off()
+
+
+def figure_accuracy(runs: Listing, outs: Sequence[str], settings: Analysis | dict) -> None:
+    """Accuracy vs checkpoint per arm (mean over seeds) with its bootstrap band; one panel per test set."""
+    s = as_settings(settings)
+    df = curves(runs, s)
+    groups = _sections(df, PANEL)
+    fig, axes = _panels(len(groups))
+    for ax, (key, g) in zip(axes, groups):
+        budgets = list(dict.fromkeys(g["budget"]))
+        base = g[g["step"] == 0].iloc[0]
+        ax.errorbar([0], [100 * base["accuracy"]], yerr=[[100 * (base["accuracy"] - base["lo"])],
+                    [100 * (base["hi"] - base["accuracy"])]], color="black", marker="s", capsize=3, zorder=5,
+                    label="base model")
+        for (policy, budget), a in g.groupby(["policy", "budget"], sort=False):
+            st = _style(policy, budget, budgets)
+            seeds = int(a["n_seeds"].max())
+            ax.plot(a["step"], 100 * a["accuracy"], marker="o", ms=4, **st,
+                    label=f"{policy} @ {budget}" + (f" ({seeds} seeds)" if seeds > 1 else ""))
+            ax.fill_between(a["step"], 100 * a["lo"], 100 * a["hi"], color=st["color"], alpha=0.15, lw=0)
+        ax.set(title=_heading(key).split(" (")[0].replace("trained on ", "").replace(" · tested on ", " → "),
+               xlabel="training step (0 = base model)", ylabel="accuracy %")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, title=f"bands: {s.level:.0%} bootstrap interval", title_fontsize=7)
+    if not groups:
+        _empty(axes[0], "no evaluations")
+    _save_figure(fig, outs)
+
+
+def figure_learnable(runs: Listing, outs: Sequence[str], settings: Analysis | dict) -> None:
+    """Share of groups with non-zero reward std per step (observed, mean over seeds) and the prediction."""
+    s = as_settings(settings)
+    G = runs.num_generations
+    keyed: dict[tuple, list[dict]] = {}
+    for r in runs.runs:
+        keyed.setdefault((r.model, r.dataset), []).append(r)
+    fig, axes = _panels(len(keyed))
+    for ax, ((model, dataset), rs) in zip(axes, sorted(keyed.items())):
+        budgets = list(dict.fromkeys(r.budget for r in rs))
+        arms: dict[tuple, list[dict]] = {}
+        for r in rs:
+            arms.setdefault((r.policy, r.budget), []).append(r)
+        window = 0
+        for (policy, budget), group in sorted(arms.items(), key=lambda kv: (_policy_rank(kv[0][0]), budget_sort_key(kv[0][1]))):
+            st = _style(policy, budget, budgets)
+            learn = pd.concat([stats.learnable_from_log(_read(r.log)).assign(seed=r.seed) for r in group])
+            per_step = learn.groupby("step")["learnable"].mean()
+            window = max(window, stats.window_steps(len(per_step), s.learnable_window))
+            ax.plot(per_step.index, 100 * per_step, color=st["color"], alpha=0.3, lw=1)
+            ax.plot(per_step.index, 100 * per_step.expanding().mean(), lw=2, **st,
+                    label=f"{policy} @ {budget}" + (f" ({len(group)} seeds)" if len(group) > 1 else ""))
+            p = np.mean([stats.expected_learnable_share(_read(r.subset, ["pass_rate"])["pass_rate"].to_numpy(), G)
+                         for r in group])
+            ax.axhline(100 * p, color=st["color"], ls=(0, (4, 3)), lw=1)
+        if window:
+            ax.axvspan(0.5, window + 0.5, color="0.85", alpha=0.5, lw=0, zorder=0)
+        ax.set(title=f"{model} · {dataset}", xlabel="training step", ylabel="groups with reward std > 0 (%)",
+               ylim=(-3, 103))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, title="thin: per step, thick: cumulative mean, dashed: predicted,\n"
+                  "grey: the first steps the learnable table compares", title_fontsize=7,
+                  loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+    if not keyed:
+        _empty(axes[0], "no runs")
+    _save_figure(fig, outs)
+
+
+def figure_pass_rates(runs: Listing, outs: Sequence[str], settings: Analysis | dict) -> None:
+    """The pool's base pass-rate histogram, each policy's subset overlaid."""
+    fig, axes = _panels(len(runs.scores))
+    for ax, sc in zip(axes, runs.scores):
+        pool = _read(sc.path, _available(sc.path, ["id", "pass_rate", "n_samples"]))
+        K = int(pool["n_samples"].max()) if "n_samples" in pool else 8
+        bins = np.linspace(-0.5 / K, 1 + 0.5 / K, K + 2) if pool["pass_rate"].nunique() <= K + 1 else 20
+        ax.hist(pool["pass_rate"], bins=bins, color="0.8", label=f"pool ({len(pool)})")
+        mine = [x for x in runs.runs if (x.model, x.dataset) == (sc.model, sc.dataset)]
+        budgets = list(dict.fromkeys(r.budget for r in mine))
+        seen = set()
+        for r in sorted(mine, key=lambda x: (_policy_rank(x.policy), budget_sort_key(x.budget), x.seed)):
+            key = (r.policy, r.budget)
+            if key in seen or r.policy == "full":
+                continue
+            seen.add(key)
+            sub = _read(r.subset, ["pass_rate"])
+            st = _style(*key, budgets)
+            ax.hist(sub["pass_rate"], bins=bins, histtype="step", lw=2, color=st["color"], ls=st["ls"],
+                    label=f"{_label(r.policy, r.budget)} ({len(sub)})")
+        inside = ((pool["pass_rate"] > 0) & (pool["pass_rate"] < 1)).mean()
+        ax.set(title=f"{sc.model} · {sc.dataset}: {inside:.0%} strictly between 0 and 1",
+               xlabel="base-model pass rate", ylabel="items")
+        ax.legend(fontsize=8)
+    if not runs.scores:
+        _empty(axes[0], "no scores")
+    _save_figure(fig, outs)
+
+
+def figure_difficulty(runs: Listing, outs: Sequence[str], settings: Analysis | dict) -> None:
+    """Accuracy per difficulty tier: base model and each arm's final checkpoint, with intervals."""
+    s = as_settings(settings)
+    df = difficulty_table(runs, s, over_seeds=True)
+    groups = _sections(df, PANEL)
+    fig, axes = _panels(len(groups))
+    for ax, (key, g) in zip(axes, groups):
+        tiers_ = g.drop_duplicates("tier").sort_values("tier_order")
+        x = {t: i for i, t in enumerate(tiers_["tier"])}
+        arms = list(g.groupby(["policy", "budget"], sort=False))
+        width = 0.8 / (len(arms) + 1)
+        budgets = list(dict.fromkeys(g["budget"]))
+        b = tiers_
+        xs = np.array([x[t] for t in b["tier"]]) - 0.4 + width / 2
+        ax.errorbar(xs, 100 * b["base_acc"], yerr=[100 * (b["base_acc"] - b["base_lo"]), 100 * (b["base_hi"] - b["base_acc"])],
+                    fmt="s", color="black", capsize=2, label="base model")
+        for i, ((policy, budget), a) in enumerate(arms, start=1):
+            st = _style(policy, budget, budgets)
+            xs = np.array([x[t] for t in a["tier"]]) - 0.4 + width * (i + 0.5)
+            seeds = int(a["n_seeds"].max())
+            ax.errorbar(xs, 100 * a["final_acc"], yerr=[100 * (a["final_acc"] - a["final_lo"]),
+                        100 * (a["final_hi"] - a["final_acc"])], fmt="o", color=st["color"], capsize=2,
+                        label=f"{policy} @ {budget}" + (f" ({seeds} seeds)" if seeds > 1 else ""))
+        ax.set_xticks(range(len(x)), [f"{t}\n(n={n})" for t, n in zip(tiers_["tier"], tiers_["n_items"])],
+                      fontsize=7)
+        ax.set(title=_heading(key).split(" (")[0].replace("trained on ", "").replace(" · tested on ", " → "),
+               xlabel=f"difficulty tier ({g['stratify_by'].iloc[0]})", ylabel="accuracy %", ylim=(-3, 103))
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize=7, title=f"final checkpoint; bars: {s.level:.0%} interval", title_fontsize=7,
+                  loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
+    if not groups:
+        _empty(axes[0], "no evaluations")
+    _save_figure(fig, outs)

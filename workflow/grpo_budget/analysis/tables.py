@@ -1,0 +1,289 @@
+"""The aggregate tables as data frames: gains, learnable opportunities, difficulty tiers, out of distribution,
+learning curves. Every statistic comes from :mod:`grpo_budget.stats`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import stats
+from ..plan import Listing
+from ..settings import Analysis
+from ..loaders import BENCHMARKS
+from ..prepare import GENERATORS
+from .read import ARM, KEYS, _available, _base_items, _by_step, _eval_items, _read, _records, _sort_arms, as_settings
+
+def compare(base: np.ndarray, trained: np.ndarray, s: Analysis | dict) -> dict:
+    """Base vs trained per-item scores on the same items: accuracies, gain and their intervals.
+
+    ``base``: (items,); ``trained``: (items,) for one seed or (seeds, items) for several.
+    """
+    s = as_settings(s)
+    B = np.asarray(base, dtype=float)
+    T = np.atleast_2d(np.asarray(trained, dtype=float))
+    S = T.shape[0]
+    base_lo, base_hi = stats.bootstrap_mean_ci(B[None], s.n_boot, s.seed, s.level)
+    final_lo, final_hi = stats.bootstrap_mean_ci(T, s.n_boot, s.seed, s.level)
+    seed_gains = 100 * (T.mean(axis=1) - B.mean())
+    out = {"n_seeds": S, "n_items": B.size, "base_acc": float(B.mean()), "base_lo": base_lo, "base_hi": base_hi,
+           "final_acc": float(T.mean()), "final_lo": final_lo, "final_hi": final_hi,
+           "final_sd": float(T.mean(axis=1).std(ddof=1)) if S > 1 else np.nan,
+           "gain_pts": float(seed_gains.mean()), "gain_sd": float(seed_gains.std(ddof=1)) if S > 1 else np.nan}
+    if S == 1:
+        g = stats.paired_bootstrap_gain(B, T[0], n_boot=s.n_boot, seed=s.seed, level=s.level)
+        out.update(gain_lo=g["gain_lo"], gain_hi=g["gain_hi"], rel_gain=g["rel_gain"],
+                   rel_gain_lo=g["rel_gain_lo"], rel_gain_hi=g["rel_gain_hi"])
+    else:
+        lo, hi = stats.bootstrap_mean_ci(100 * (T - B[None]), s.n_boot, s.seed, s.level)
+        out.update(gain_lo=lo, gain_hi=hi, rel_gain=stats.relative_gain(B.mean(), T.mean()),
+                   rel_gain_lo=np.nan, rel_gain_hi=np.nan)
+    return out
+
+
+def summary_table(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
+    """One row per run and evaluation set: base, final and best accuracy, paired-bootstrap gain, learnability."""
+    s = as_settings(settings)
+    G = runs.num_generations
+    rows = []
+    learn = {id(r): _learnable_row(r, runs, s) for r in runs.runs}
+    for rec in _records(runs):
+        r, steps = rec["run"], rec["steps"]
+        by_step = steps.mean()
+        final_step, best_step = int(by_step.index.max()), int(by_step.idxmax())
+        c = compare(rec["base"].to_numpy(), steps[final_step].to_numpy(), s)
+        subset = _read(r.subset, ["pass_rate"])
+        lr = learn[id(r)]
+        rows.append({
+            **{k: getattr(r, k) for k in KEYS}, "evalset": rec["evalset"], "ood": rec["ood"], "n_test": c["n_items"],
+            "subset_size": len(subset), "subset_mean_pass_rate": subset["pass_rate"].mean(),
+            "base_acc": c["base_acc"], "final_step": final_step, "final_acc": c["final_acc"],
+            "best_step": best_step, "best_acc": float(by_step.max()),
+            "gain_pts": c["gain_pts"], "gain_lo": c["gain_lo"], "gain_hi": c["gain_hi"],
+            "best_gain_pts": 100 * (float(by_step.max()) - c["base_acc"]),
+            "rel_gain": c["rel_gain"], "rel_gain_lo": c["rel_gain_lo"], "rel_gain_hi": c["rel_gain_hi"],
+            "learnable_pct": lr["observed_all_pct"],
+            "predicted_learnable_pct": 100 * stats.expected_learnable_share(subset["pass_rate"].to_numpy(), G),
+        })
+    return _sort_arms(pd.DataFrame(rows), ["seed"]).reset_index(drop=True)
+
+
+def gains_over_seeds(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
+    """One row per arm and evaluation set: means over seeds, std over seeds, intervals over seeds and items."""
+    s = as_settings(settings)
+    groups: dict[tuple, list[dict]] = {}
+    for rec in _records(runs):
+        groups.setdefault((*[getattr(rec["run"], k) for k in ARM], rec["evalset"]), []).append(rec)
+    rows = []
+    for key, recs in groups.items():
+        base = recs[0]["base"]
+        finals = np.stack([rec["steps"][rec["steps"].columns.max()].loc[base.index].to_numpy() for rec in recs])
+        best = [rec["steps"].mean().max() for rec in recs]
+        c = compare(base.to_numpy(), finals, s)
+        rows.append({**dict(zip(ARM + ["evalset"], key)), "ood": recs[0]["ood"], "n_test": c["n_items"],
+                     "n_seeds": c["n_seeds"], "base_acc": c["base_acc"], "final_acc": c["final_acc"],
+                     "final_sd": c["final_sd"], "best_acc": float(np.mean(best)), "gain_pts": c["gain_pts"],
+                     "gain_sd": c["gain_sd"], "gain_lo": c["gain_lo"], "gain_hi": c["gain_hi"],
+                     "rel_gain": c["rel_gain"]})
+    return _sort_arms(pd.DataFrame(rows)).reset_index(drop=True)
+
+
+
+
+def _learnable_row(r: dict, runs: Listing, s: dict) -> dict:
+    G = runs.num_generations
+    groups = runs.prompts_per_step
+    subset = _read(r.subset, _available(r.subset, ["pass_rate", "n_samples", "n_correct"]))
+    predicted = stats.expected_learnable_share(subset["pass_rate"].to_numpy(), G)
+    posterior = (stats.posterior_learnable(subset["n_correct"].to_numpy(), subset["n_samples"].to_numpy(), G)
+                 if {"n_correct", "n_samples"} <= set(subset.columns) else np.nan)
+    log = _read(r.log)
+    learn = stats.learnable_from_log(log) if "frac_reward_zero_std" in log else pd.DataFrame(columns=["learnable"])
+    n = stats.window_steps(len(learn), s.learnable_window)
+    first = float(learn["learnable"].iloc[:n].mean()) if n else np.nan
+    lo, hi = stats.wilson_interval(first, n * groups if groups else 0, s.level)
+    return {**{k: getattr(r, k) for k in KEYS}, "subset_size": len(subset), "G": G, "logged_steps": len(learn),
+            "window_steps": n, "window_groups": n * groups if groups else np.nan,
+            "predicted_pct": 100 * predicted, "predicted_posterior_pct": 100 * posterior,
+            "observed_first_pct": 100 * first, "observed_lo": 100 * lo, "observed_hi": 100 * hi,
+            "observed_all_pct": 100 * float(learn["learnable"].mean()) if len(learn) else np.nan,
+            "diff_pts": 100 * (first - predicted),
+            "predicted_in_interval": bool(lo <= predicted <= hi) if np.isfinite(lo) else False}
+
+
+def learnable_table(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
+    """Per run: predicted share of groups with non-zero reward std vs the share observed over the first steps.
+
+    ``observed_first_pct`` is the mean of 1 − frac_reward_zero_std over the first ``window_steps`` logged steps
+    (``analysis.learnable_window``); ``observed_lo``/``observed_hi`` a Wilson interval over those steps' groups
+    (prompts_per_step per step); ``observed_all_pct`` the mean over all steps (the paper's "learnable %").
+    """
+    s = as_settings(settings)
+    return _sort_arms(pd.DataFrame([_learnable_row(r, runs, s) for r in runs.runs]), ["seed"]).reset_index(drop=True)
+
+
+
+
+# Difficulty metadata the datasets carry (from the registries), in the order `stratify_by: auto` tries them.
+METADATA_TIERS = tuple(dict.fromkeys([b.difficulty for b in BENCHMARKS.values() if b.difficulty]
+                                     + [g.difficulty for g in GENERATORS.values()] + ["difficulty"]))
+BASE_PASS_RATE = "base_pass_rate"
+
+
+def stratify_setting(evalset: str, setting: str | dict) -> str:
+    return setting.get(evalset, "auto") if isinstance(setting, dict) else setting
+
+
+def _fmt_value(v) -> str:
+    if isinstance(v, (float, np.floating)) and float(v).is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def tiers(test: pd.DataFrame, base: pd.DataFrame, how: str) -> tuple[pd.Series, list[str], str]:
+    """Difficulty tier of each test item: ``(tier per id, the tiers in their natural order, what they come from)``.
+
+    ``how``: ``auto`` (the first metadata column of :data:`METADATA_TIERS` the test set has with a known value on
+    some item, else the base pass rate), ``base_pass_rate``, or a column of the test Parquet. A column with at most
+    8 distinct values gives one tier per value; more gives quartiles. ``base_pass_rate`` uses the base model's
+    per-item accuracy: with at most 8 samples per item each k/n is a tier, otherwise 0, (0, ⅓], (⅓, ⅔], (⅔, 1), 1.
+    """
+    if how == "auto":
+        how = next((c for c in METADATA_TIERS if c in test.columns and test[c].notna().any()), BASE_PASS_RATE)
+    if how == BASE_PASS_RATE:
+        b = base.set_index("id")
+        n = int(b["n_samples"].max()) if "n_samples" in b else 0
+        if 0 < n <= 8 and "n_correct" in b and (b["n_samples"] == n).all():
+            values = b["n_correct"].astype(int)
+            order = [f"{k}/{n}" for k in range(n + 1)]
+            tier = values.map(lambda k: f"{k}/{n}")
+        else:
+            acc = b["accuracy"]
+            order = ["0", "(0, ⅓]", "(⅓, ⅔]", "(⅔, 1)", "1"]
+            tier = pd.Series(np.select([acc <= 0, acc <= 1 / 3, acc <= 2 / 3, acc < 1], order[:4], order[4]),
+                             index=acc.index)
+        order = [o for o in order if (tier == o).any()]
+        return tier.rename("tier"), order, "base pass rate"
+    if how not in test.columns:
+        raise ValueError(f"stratify_by: the test set has no column {how!r} (columns: {', '.join(test.columns)})")
+    col = test.set_index("id")[how]
+    known = col.dropna()
+    if known.nunique() <= 8:
+        values = sorted(known.unique(), key=lambda v: (not isinstance(v, (int, float, np.number)), v))
+        order = [f"{how} {_fmt_value(v)}" for v in values]
+        tier = col.map(lambda v: "missing" if pd.isna(v) else f"{how} {_fmt_value(v)}")
+    else:
+        cut = pd.qcut(pd.to_numeric(col), 4, duplicates="drop")
+        order = [f"{how} {c}" for c in cut.cat.categories]
+        tier = cut.astype(object).map(lambda c: "missing" if pd.isna(c) else f"{how} {c}")
+    if (tier == "missing").any():
+        order.append("missing")
+    return tier.rename("tier"), order, how
+
+
+def _tier_records(runs: Listing, s: dict) -> list[dict]:
+    """Per run, evaluation set and tier: the base and final per-item accuracy."""
+    base = _base_items(runs)
+    out = []
+    cache: dict[str, tuple] = {}
+    for rec in _records(runs):
+        r, evalset = rec["run"], rec["evalset"]
+        if evalset not in cache:
+            test = _read(runs.tests[evalset])
+            b = _eval_items(base[(r.model, evalset)])
+            cache[evalset] = tiers(test, b[b["step"] == 0], stratify_setting(evalset, s.stratify_by))
+        tier, order, source = cache[evalset]
+        final = rec["steps"][rec["steps"].columns.max()]
+        t = tier.reindex(rec["base"].index)
+        for i, name in enumerate(order):
+            mask = (t == name).to_numpy()
+            if mask.any():
+                out.append({"run": r, "evalset": evalset, "stratify_by": source, "tier": name, "tier_order": i,
+                            "base": rec["base"][mask], "final": final[mask]})
+    return out
+
+
+def difficulty_table(runs: Listing, settings: Analysis | dict, over_seeds: bool = False) -> pd.DataFrame:
+    """Accuracy of the base model and of each arm's final checkpoint per difficulty tier of the test items.
+
+    Per seed (default) or per arm over seeds (``over_seeds``), with bootstrap intervals.
+    """
+    s = as_settings(settings)
+    recs = _tier_records(runs, s)
+    groups: dict[tuple, list[dict]] = {}
+    for rec in recs:
+        keys = KEYS if not over_seeds else ARM
+        groups.setdefault((*[getattr(rec["run"], k) for k in keys], rec["evalset"], rec["tier"]), []).append(rec)
+    rows = []
+    for key, rs in groups.items():
+        base = rs[0]["base"]
+        c = compare(base.to_numpy(), np.stack([x["final"].loc[base.index].to_numpy() for x in rs]), s)
+        keys = KEYS if not over_seeds else ARM
+        rows.append({**dict(zip(keys + ["evalset", "tier"], key)), "stratify_by": rs[0]["stratify_by"],
+                     "tier_order": rs[0]["tier_order"], **c})
+    cols = ["tier_order"] + (["seed"] if not over_seeds else [])
+    return _sort_arms(pd.DataFrame(rows), cols).reset_index(drop=True)
+
+
+
+
+def ood_table(runs: Listing, settings: Analysis | dict, over_seeds: bool = False) -> pd.DataFrame:
+    """Base vs final-checkpoint pass@k on every evaluation set other than the training set (``ood``).
+
+    k runs over 1 and the number of samples per item (the smallest over base and trained evaluations).
+    Empty (with its columns) when no dataset lists ``ood`` sets.
+    """
+    s = as_settings(settings)
+    base = _base_items(runs)
+    groups: dict[tuple, list] = {}
+    for r in runs.runs:
+        for evalset, path in r.evals.items():
+            if evalset == r.dataset:
+                continue
+            b = _eval_items(base[(r.model, evalset)])
+            b = b[b["step"] == 0].set_index("id").sort_index()
+            t = _eval_items(path)
+            final_step = int(t["step"].max())
+            t = t[t["step"] == final_step].set_index("id").reindex(b.index)
+            if t["n_samples"].isna().any():
+                raise ValueError(f"{path}: base test items missing at step {final_step}")
+            keys = KEYS if not over_seeds else ARM
+            groups.setdefault((*[getattr(r, k) for k in keys], evalset), []).append((b, t, final_step))
+    rows = []
+    for key, rs in groups.items():
+        b = rs[0][0]
+        n = int(min(b["n_samples"].min(), *(t["n_samples"].min() for _, t, _ in rs)))
+        for k in sorted({1, n}):
+            c = compare(stats.pass_at_k_items(b, k), np.stack([stats.pass_at_k_items(t, k) for _, t, _ in rs]), s)
+            keys = KEYS if not over_seeds else ARM
+            rows.append({**dict(zip(keys + ["evalset"], key)), "k": k, "n_samples": n,
+                         "final_step": rs[0][2], **c})
+    cols = KEYS + ["evalset", "k", "n_samples", "final_step", "n_seeds", "n_items", "base_acc", "final_acc",
+                   "gain_pts", "gain_lo", "gain_hi"]
+    if not rows:
+        return pd.DataFrame(columns=[c for c in cols if c != "seed" or not over_seeds])
+    return _sort_arms(pd.DataFrame(rows), ["k"] + (["seed"] if not over_seeds else [])).reset_index(drop=True)
+
+
+
+
+def curves(runs: Listing, settings: Analysis | dict | None = None) -> pd.DataFrame:
+    """Accuracy per checkpoint for every arm and evaluation set (mean over seeds) with its interval; the base
+    model is step 0 (items resampled)."""
+    s = as_settings(settings)
+    groups: dict[tuple, list[dict]] = {}
+    for rec in _records(runs):
+        groups.setdefault((*[getattr(rec["run"], k) for k in ARM], rec["evalset"]), []).append(rec)
+    rows = []
+    for key, recs in groups.items():
+        ids = recs[0]["base"].index
+        base = recs[0]["base"].to_numpy()
+        lo, hi = stats.bootstrap_mean_ci(base[None], s.n_boot, s.seed, s.level)
+        rows.append({**dict(zip(ARM + ["evalset"], key)), "step": 0, "n_seeds": len(recs),
+                     "accuracy": float(base.mean()), "lo": lo, "hi": hi})
+        steps = sorted(set.intersection(*[set(r["steps"].columns) for r in recs]))
+        for step in steps:
+            mat = np.stack([r["steps"][step].loc[ids].to_numpy() for r in recs])
+            lo, hi = stats.bootstrap_mean_ci(mat, s.n_boot, s.seed, s.level)
+            rows.append({**dict(zip(ARM + ["evalset"], key)), "step": int(step), "n_seeds": len(recs),
+                         "accuracy": float(mat.mean()), "lo": lo, "hi": hi})
+    return _sort_arms(pd.DataFrame(rows), ["step"]).reset_index(drop=True)

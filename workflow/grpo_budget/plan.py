@@ -1,0 +1,263 @@
+"""The experiment plan: the grid of runs, every path pattern, the budget label, the typed run listing the aggregate
+stage reads, and the settings each job gets. Pure functions of the validated config; ``common.smk`` only looks
+things up here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+from .io import read_json, write_text
+from .selection import fixed_size
+
+# ---------------------------------------------------------------------------------------------------------------
+# Paths (relative to the configured results folder; the one place each is defined)
+
+RUN_DIR = "runs/{model}/{dataset}/{policy}/b{budget}/s{seed}"
+PATTERNS = {
+    "data": "data/{dataset}/{split}.parquet",
+    "model": "models/{model}",
+    "scores": "scores/{model}/{dataset}.parquet",
+    "subset": f"{RUN_DIR}/subset.parquet",
+    # never an output, since Snakemake deletes outputs before it re-runs a job
+    "checkpoints": f"{RUN_DIR}/checkpoints",
+    "train_log": f"{RUN_DIR}/train_log.parquet",
+    "manifest": f"{RUN_DIR}/manifest.json",
+    "run_eval": f"{RUN_DIR}/eval/{{evalset}}.parquet",
+    "base_eval": "base/{model}/{evalset}.parquet",
+    "listing": "plan/listing.json",
+    "summary_csv": "summary.csv",
+    "summary_md": "summary.md",
+    "summary_seeds": "tables/gains_over_seeds.csv",
+    "summary_html": "tables/summary.html",
+    "figure": "figures/{name}.png",
+    "figure_pdf": "figures/{name}.pdf",
+    "table": "tables/{name}.csv",
+    "table_md": "tables/{name}.md",
+    "table_html": "tables/{name}.html",
+    "log": "logs/{rule}/{name}.log",
+    "benchmark": "benchmarks/{rule}/{name}.tsv",
+}
+
+
+def paths(results: str) -> SimpleNamespace:
+    """Every path pattern under ``results``, as attributes (``paths("results").subset``)."""
+    return SimpleNamespace(**{k: f"{results}/{v}" for k, v in PATTERNS.items()})
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Budget labels: the one writer, the one reader and the one regex of a budget in a path
+
+FULL_LABEL = "all"  # the budget label of the policies that set their own size
+BUDGET_REGEX = FULL_LABEL + r"|[1-9]\d*|(?:\d+\.\d*|\.\d+|\d+)(?:e[+-]?\d+)?"
+
+
+def format_budget(budget: float | int) -> str:
+    """The path label of a budget: ``0.1`` → ``"0.1"``, ``1e-05`` → ``"1e-05"``, ``100`` → ``"100"``."""
+    return repr(float(budget)) if isinstance(budget, float) else str(int(budget))
+
+
+def parse_budget(label: str) -> float | int:
+    """The budget a label stands for: ``"0.1"`` → 0.1 (fraction), ``"100"`` → 100 (count), ``"all"`` → 1.0."""
+    if not re.fullmatch(BUDGET_REGEX, label):
+        raise ValueError(f"not a budget label: {label!r}")
+    if label == FULL_LABEL:
+        return 1.0
+    return float(label) if any(c in label for c in ".eE") else int(label)
+
+
+def budget_sort_key(label: str) -> tuple:
+    """Sort key of budget labels: fractions by size, then counts by size, then ``all`` (never as strings)."""
+    if label == FULL_LABEL:
+        return (2, 0.0)
+    value = parse_budget(label)
+    return (0 if isinstance(value, float) else 1, float(value))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The grid
+
+
+def budget_labels(config: dict, policy: str) -> list[str]:
+    if fixed_size(policy):
+        return [FULL_LABEL]
+    return [format_budget(b) for b in config["budgets"]]
+
+
+def trainable_datasets(config: dict) -> list[str]:
+    return [n for n, d in config["datasets"].items() if not d["eval_only"]]
+
+
+def evalsets(config: dict, dataset: str) -> list[str]:
+    """Test sets an arm trained on ``dataset`` is evaluated on: its own, then its out-of-distribution sets."""
+    return [dataset] + list(config["datasets"][dataset]["ood"])
+
+
+def grid(config: dict) -> list[dict]:
+    """Every (model, dataset, policy, budget label, seed) run of the experiment, as wildcard values."""
+    return [
+        dict(model=m, dataset=d, policy=p, budget=b, seed=s)
+        for m in config["models"]
+        for d in trainable_datasets(config)
+        for p in config["policies"]
+        for b in budget_labels(config, p)
+        for s in config["seeds"]
+    ]
+
+
+def has_ood(config: dict) -> bool:
+    return any(config["datasets"][d]["ood"] for d in trainable_datasets(config))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The run listing: every file the aggregate stage reads
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    model: str
+    dataset: str
+    policy: str
+    budget: str  # the budget label
+    seed: int
+    subset: str
+    log: str
+    manifest: str
+    evals: dict[str, str]  # evaluation set -> evaluation file
+
+
+@dataclass(frozen=True)
+class BaseEval:
+    model: str
+    evalset: str
+    path: str
+
+
+@dataclass(frozen=True)
+class ScoreFile:
+    model: str
+    dataset: str
+    path: str
+
+
+@dataclass(frozen=True)
+class Listing:
+    runs: list[RunFiles]
+    base: list[BaseEval]
+    scores: list[ScoreFile]
+    tests: dict[str, str]  # evaluation set -> its test Parquet
+    num_generations: int
+    prompts_per_step: int
+    extra: dict = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, indent=1)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Listing":
+        return cls(runs=[RunFiles(**r) for r in d["runs"]], base=[BaseEval(**b) for b in d["base"]],
+                   scores=[ScoreFile(**s) for s in d["scores"]], tests=d["tests"],
+                   num_generations=d["num_generations"], prompts_per_step=d["prompts_per_step"],
+                   extra=d.get("extra", {}))
+
+    @classmethod
+    def read(cls, path: str | Path) -> "Listing":
+        return cls.from_dict(read_json(path))
+
+    def base_eval(self, model: str, evalset: str) -> str:
+        return next(b.path for b in self.base if (b.model, b.evalset) == (model, evalset))
+
+
+def listing(config: dict) -> Listing:
+    """The typed listing of every run of the grid and the files the aggregate stage reads."""
+    p = paths(config["results"])
+    runs = [
+        RunFiles(**r, subset=p.subset.format(**r), log=p.train_log.format(**r), manifest=p.manifest.format(**r),
+                 evals={e: p.run_eval.format(**r, evalset=e) for e in evalsets(config, r["dataset"])})
+        for r in grid(config)
+    ]
+    every_evalset = sorted({e for d in trainable_datasets(config) for e in evalsets(config, d)})
+    return Listing(
+        runs=runs,
+        base=[BaseEval(m, e, p.base_eval.format(model=m, evalset=e)) for m in config["models"] for e in every_evalset],
+        scores=[ScoreFile(m, d, p.scores.format(model=m, dataset=d))
+                for m in config["models"] for d in trainable_datasets(config)],
+        tests={e: p.data.format(dataset=e, split="test") for e in every_evalset},
+        num_generations=config["training"]["num_generations"],
+        prompts_per_step=config["training"]["prompts_per_step"],
+    )
+
+
+def write_listing(config: dict) -> str:
+    """Write the listing file (only when its content changed, so that an unchanged plan re-runs nothing)."""
+    path = Path(paths(config["results"]).listing)
+    text = listing(config).to_json() + "\n"
+    if not path.exists() or path.read_text() != text:
+        write_text(text, path)
+    return str(path)
+
+
+# File roles an output reads (analysis.outputs.Output.reads).
+READS = ("evals", "ood_evals", "tests", "logs", "subsets", "scores")
+
+
+def files_read(lst: Listing, reads: frozenset[str]) -> list[str]:
+    """The files of the listing in the roles ``reads`` (see :data:`READS`)."""
+    unknown = set(reads) - set(READS)
+    if unknown:
+        raise ValueError(f"unknown file roles {sorted(unknown)}; allowed: {', '.join(READS)}")
+    files: list[str] = []
+    if "evals" in reads:
+        files += [b.path for b in lst.base] + [p for r in lst.runs for p in r.evals.values()]
+    if "ood_evals" in reads:
+        ood = {(r.model, e) for r in lst.runs for e in r.evals if e != r.dataset}
+        files += [b.path for b in lst.base if (b.model, b.evalset) in ood]
+        files += [p for r in lst.runs for e, p in r.evals.items() if e != r.dataset]
+    if "tests" in reads:
+        files += list(lst.tests.values())
+    if "logs" in reads:
+        files += [r.log for r in lst.runs]
+    if "subsets" in reads:
+        files += [r.subset for r in lst.runs]
+    if "scores" in reads:
+        files += [s.path for s in lst.scores]
+    return list(dict.fromkeys(files))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Job settings
+
+
+def model_path(config: dict, model: str) -> str:
+    """Where a model is loaded from: the bootstrapped folder, or the configured hub id / path."""
+    spec = config["models"][model]
+    return paths(config["results"]).model.format(model=model) if "bootstrap" in spec else spec["path"]
+
+
+def generation_settings(config: dict, section: str, model: str, evalset: str | None = None) -> dict:
+    """A scoring/evaluation job's settings (``settings.Generation``): the section, the backend, the model's
+    chat-template arguments and the LoRA rank bound. Evaluation-only sets (e.g. AIME) take the ``ood_*`` sampling
+    (pass@k with longer completions)."""
+    s = dict(config[section])
+    if evalset and config["datasets"][evalset]["eval_only"]:
+        for key in ("num_samples", "max_new_tokens"):
+            s[key] = s.get(f"ood_{key}", s[key])
+    s = {k: v for k, v in s.items() if not k.startswith("ood_")}
+    return dict(s, backend=config["backend"], backend_kwargs=config["backend_kwargs"],
+                max_lora_rank=config["training"]["lora"]["r"], **_template_kwargs(config, model))
+
+
+def training_settings(config: dict, model: str) -> dict:
+    """A training job's settings (``settings.Training``): the training section and the model's chat-template
+    arguments."""
+    return dict(config["training"], **_template_kwargs(config, model))
+
+
+def _template_kwargs(config: dict, model: str) -> dict:
+    """The model's ``chat_template_kwargs`` where it has them (absent otherwise, so job settings stay minimal)."""
+    spec = config["models"][model]
+    return {"chat_template_kwargs": spec["chat_template_kwargs"]} if "chat_template_kwargs" in spec else {}
