@@ -52,11 +52,3 @@ def test_resume_continues_from_last_complete_checkpoint(tmp_path, subset, tiny_m
     steps = log.dropna(subset=["reward"])["step"].tolist()
     assert steps == [1, 2, 3, 4, 5, 6]  # the history continues; steps 1-4 were not trained again
 
-
-def test_checkpoint_listing_ignores_incomplete(tmp_path):
-    (tmp_path / "checkpoint-3").mkdir()
-    (tmp_path / "checkpoint-3" / "trainer_state.json").write_text("{}")
-    (tmp_path / "checkpoint-5").mkdir()
-    (tmp_path / "checkpoint-5" / "trainer_state.json").write_text('{"trunc')
-    assert [s for s, _ in training.checkpoints(tmp_path)] == [3]
-    assert training.discard_incomplete(tmp_path) == [tmp_path / "checkpoint-5"]

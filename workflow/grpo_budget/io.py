@@ -1,4 +1,5 @@
-"""Atomic writes: a killed job never leaves a half-written file that looks complete."""
+"""Atomic writes (a killed job never leaves a half-written file that looks complete) and reads that say which
+file is broken and how to recover, instead of a library traceback."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pandas as pd
+
+from .errors import UserError
+
+EARLIER_JOB = "it is an output of an earlier job; {}run the same snakemake command again to rebuild it"
 
 
 @contextmanager
@@ -47,4 +52,34 @@ def write_json(obj: Any, path: str | os.PathLike) -> None:
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    return json.loads(Path(path).read_text())
+    """A JSON file; a missing or corrupt one is a ``UserError`` naming the file and the fix."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path} does not exist: {EARLIER_JOB.format('')}")
+    try:
+        return json.loads(path.read_text())
+    except (ValueError, OSError) as e:
+        raise UserError(f"{path} is not readable JSON ({e}): {EARLIER_JOB.format('delete it and ')}") from e
+
+
+def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> pd.DataFrame:
+    """Read a Parquet file (only ``columns`` when given); a missing, truncated or foreign file, or one that lacks
+    a column, is a ``UserError`` naming the file and the fix."""
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path} does not exist: {EARLIER_JOB.format('')}")
+    rebuild = EARLIER_JOB.format("delete it and ")
+    try:
+        # The footer holds the schema: reading it first tells a broken file from a missing column.
+        missing = [c for c in columns or [] if c not in pq.read_schema(path).names]
+        if missing:
+            raise UserError(f"{path} lacks column(s) {', '.join(missing)} (written by an older version?): {rebuild}")
+        return pd.read_parquet(path, columns=columns)
+    except UserError:
+        raise
+    except (OSError, ValueError, pyarrow.ArrowException) as e:
+        reason = " ".join(str(e).split())  # one line, as the CLI prints it
+        raise UserError(f"{path} is not a readable Parquet file ({reason}): {rebuild}") from e

@@ -215,7 +215,13 @@ def _load_hub(hub_id: str, configs: Any, split: str | None, cache_dir: str | Non
         kwargs: dict[str, Any] = {}
         if cache_dir:
             kwargs["cache_dir"] = cache_dir
-        dd = datasets.load_dataset(hub_id, cfg, **kwargs)
+        try:
+            dd = datasets.load_dataset(hub_id, cfg, **kwargs)
+        except Exception as e:  # noqa: BLE001 - no network, a wrong id or config: one line, and the way out
+            reason = " ".join(str(e).split())[:300]
+            raise UserError(f"cannot load {hub_id!r} (config {cfg!r}) from the Hugging Face hub ({type(e).__name__}: "
+                            f"{reason}); give local files with the dataset's spec.data_files "
+                            "(check-grader: --data-files)") from e
         for s in dd:
             if split is not None and s != split:
                 continue

@@ -2,88 +2,265 @@
 
 Checkpoints live in a folder that is *not* a Snakemake output (Snakemake deletes outputs before it re-runs a
 job); the declared outputs, ``log_history.parquet`` and ``manifest.json``, are written atomically at the end.
+The folder records the fingerprint of the run that made its checkpoints (``fingerprint.json``): a run with
+another fingerprint moves them aside and starts fresh rather than resuming someone else's trajectory.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
-import shutil
+import struct
+import zipfile
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
 
-from . import grading, prompts
-from .io import write_json, write_parquet
+from . import config, grading, prompts
+from .errors import UserError
+from .settings import Training
+from .io import read_json, read_parquet, write_json, write_parquet
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
+FINGERPRINT_FILE = "fingerprint.json"
+INCOMPLETE_DIR = "incomplete"
+SUBSET_COLUMNS = ["prompt", "answer", "answer_type"]  # all that training reads from the subset
 
-DEFAULTS = {
-    "num_generations": 8,
-    "prompts_per_step": 32,
-    "learning_rate": 2e-3,
-    "max_steps": 60,
-    "save_steps": 20,
-    "max_completion_length": 20,
-    "beta": 0.0,
-    "temperature": 1.0,
-    "top_p": 1.0,
-    "lr_scheduler_type": "constant",
-    "warmup_ratio": 0.0,
-    "weight_decay": 0.0,
-    "adam_beta1": 0.9,
-    "adam_beta2": 0.999,
-    "max_grad_norm": 1.0,
-    "gradient_accumulation_steps": 1,
-    "bf16": True,
-    "gradient_checkpointing": False,
-    "use_vllm": False,
-    "vllm_mode": "colocate",
-    "vllm_gpu_memory_utilization": 0.3,
-    "loss_type": "dapo",
-    "scale_rewards": "group",
-    "lora": {"r": 16, "alpha": 32, "dropout": 0.0, "target_modules": "all-linear"},
-}
+def complete(settings: dict) -> dict:
+    """The training settings with the schema's defaults filled in (``settings.Training`` as a dict)."""
+    return asdict(Training.from_dict(settings))
 
 
 def checkpoints(folder: str | Path) -> list[tuple[int, Path]]:
-    """Complete checkpoints in ``folder`` as (step, path), oldest first.
+    """Complete checkpoints in ``folder`` as (step, path), oldest first (see ``incomplete_reason``)."""
+    return [(step, p) for step, p in _checkpoint_dirs(folder) if incomplete_reason(p) is None]
 
-    A checkpoint counts as complete when its ``trainer_state.json`` (written last by the Trainer) parses.
-    """
+
+def _checkpoint_dirs(folder: str | Path) -> list[tuple[int, Path]]:
     folder = Path(folder)
     found = []
     for p in folder.glob("checkpoint-*") if folder.exists() else []:
         m = CHECKPOINT_RE.match(p.name)
-        if not m or not p.is_dir():
-            continue
-        try:
-            json.loads((p / "trainer_state.json").read_text())
-        except (OSError, ValueError):
-            continue
-        found.append((int(m.group(1)), p))
+        if m and p.is_dir():
+            found.append((int(m.group(1)), p))
     return sorted(found)
 
 
+def incomplete_reason(checkpoint: Path) -> str | None:
+    """Why resume or evaluation could not use ``checkpoint`` (None when it is complete).
+
+    Resume needs what HF ``Trainer._load_from_checkpoint`` and ``_load_optimizer_and_scheduler`` load: the adapter
+    (``adapter_model.safetensors`` or ``.bin`` beside ``adapter_config.json``), ``optimizer.pt`` and
+    ``scheduler.pt`` (the Trainer silently starts a fresh optimizer without them), plus the RNG state and
+    ``trainer_state.json``, which the Trainer writes last. ``torch.save`` files are zip archives, so a truncated
+    one fails the zip check.
+    """
+    for name in ("trainer_state.json", "adapter_config.json"):
+        try:
+            json.loads((checkpoint / name).read_text())
+        except (OSError, ValueError):
+            return f"{name} missing or unreadable"
+    safetensors, pickled = checkpoint / "adapter_model.safetensors", checkpoint / "adapter_model.bin"
+    if not (_safetensors_ok(safetensors) or _zip_ok(pickled)):
+        return "adapter_model.safetensors (or .bin) missing or unreadable"
+    for name in ("optimizer.pt", "scheduler.pt"):
+        if not _zip_ok(checkpoint / name):
+            return f"{name} missing or unreadable"
+    if not any(_zip_ok(p) for p in checkpoint.glob("rng_state*.pth")):
+        return "rng_state.pth missing or unreadable"
+    return None
+
+
+def _safetensors_ok(path: Path) -> bool:
+    """The header parses and the file is as long as the tensors it declares (a truncated file is not)."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            if n > size - 8:
+                return False
+            header = json.loads(f.read(n))
+        end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+        return size == 8 + n + end
+    except (OSError, ValueError, struct.error, KeyError, TypeError, IndexError):
+        return False
+
+
+def _zip_ok(path: Path) -> bool:
+    return path.is_file() and zipfile.is_zipfile(path)
+
+
+def _numbered(prefix: str) -> Path:
+    """The first of ``prefix1``, ``prefix2``, ... that does not exist."""
+    i = 1
+    while Path(f"{prefix}{i}").exists():
+        i += 1
+    return Path(f"{prefix}{i}")
+
+
 def discard_incomplete(folder: str | Path) -> list[Path]:
-    """Remove checkpoint folders a killed job left half-written, so that resuming never reads them."""
-    complete = {p for _, p in checkpoints(folder)}
-    removed = []
-    for p in Path(folder).glob("checkpoint-*") if Path(folder).exists() else []:
-        if p.is_dir() and p not in complete:
-            shutil.rmtree(p)
-            removed.append(p)
-    return removed
+    """Move checkpoint folders that resume could not use (a killed job's half-written one, a deleted file) into
+    ``folder/incomplete/``, kept for inspection, so that resuming never reads them; returns their old paths."""
+    moved = []
+    for _, p in _checkpoint_dirs(folder):
+        reason = incomplete_reason(p)
+        if reason is None:
+            continue
+        target = _numbered(f"{Path(folder) / INCOMPLETE_DIR / p.name}.")
+        target.parent.mkdir(exist_ok=True)
+        p.rename(target)
+        log.warning("checkpoint %s is incomplete (%s): moved it to %s, not resuming from it", p, reason, target)
+        moved.append(p)
+    return moved
+
+
+def trajectory_settings(settings: dict) -> dict:
+    """The training settings that shape the run up to any given step: all but ``save_steps`` (when to save
+    changes no update) and ``max_steps`` (extending a run, as a SLURM requeue or a raised max_steps does, must
+    resume) -- except that ``max_steps`` stays in when the learning-rate schedule depends on it (decay, or a
+    warmup given as a ratio of max_steps)."""
+    s = complete(settings)
+    schedule = s["lr_scheduler_type"]
+    # HF's "constant" schedule ignores warmup; "constant_with_warmup" with no warmup is the same schedule.
+    no_warmup = float(s["warmup_ratio"]) == 0
+    ignores_max_steps = schedule == "constant" or (schedule == "constant_with_warmup" and no_warmup)
+    dropped = {"save_steps", "max_steps"} if ignores_max_steps else {"save_steps"}
+    return {k: v for k, v in s.items() if k not in dropped}
+
+
+def subset_digest(subset: pd.DataFrame) -> dict:
+    """Hash of the subset's content, not its file: a re-write with the same rows keeps it. Row order counts, since
+    TRL's sampler permutes row indices, so reordered rows train a different trajectory."""
+    rows = [[str(p), str(a), str(t)] for p, a, t in zip(subset["prompt"], subset["answer"], subset["answer_type"])]
+    return {"items": len(rows), "sha256": hashlib.sha256(json.dumps(rows).encode()).hexdigest()}
+
+
+def file_digest(path: Path, block: int = 1 << 20, samples: int = 16) -> str:
+    """``size:hash`` of a file; files over ``samples`` blocks hash that many evenly spaced blocks, so that a
+    multi-GB weight file costs 16 MiB of reading yet any re-trained or re-bootstrapped weights change it."""
+    size = path.stat().st_size
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        if size <= block * samples:
+            h.update(f.read())
+        else:
+            for i in range(samples):
+                f.seek((size - block) * i // (samples - 1))
+                h.update(f.read(block))
+    return f"{size}:{h.hexdigest()[:16]}"
+
+
+def model_digest(model_path: str) -> dict:
+    """A local model folder: digests of its files' content (config, tokenizer, weights; hidden files skipped), not
+    their mtimes, so a copied folder keeps it and a re-bootstrapped one does not. A hub id: the revision it
+    resolves to."""
+    folder = Path(model_path)
+    if not folder.is_dir():
+        return {"path": model_path, "revision": _hub_revision(model_path)}
+    files = {}
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder)
+        if p.is_file() and not any(part.startswith(".") for part in rel.parts):
+            files[rel.as_posix()] = file_digest(p)
+    return {"path": model_path, "files": files}
+
+
+def _hub_revision(model_id: str) -> str | None:
+    """The commit a hub id resolves to (its snapshot folder's name; fetches only config.json, which loading the
+    model needs anyway), or None when that cannot be told."""
+    try:
+        from transformers.utils import cached_file
+
+        resolved = cached_file(model_id, "config.json")
+    except Exception:  # unreachable or unknown: the path string stands alone, and loading the model will say why
+        return None
+    return Path(resolved).parent.name if resolved else None
+
+
+def fingerprint(subset: pd.DataFrame, model_path: str, settings: dict, dataset: dict, seed: int) -> dict:
+    """``{"fingerprint": hash, "parts": {...}}`` of everything that determines the training trajectory: subset
+    content, model, trajectory settings, the dataset entry (prompt and grading shape the reward) and the seed."""
+    parts = {
+        "subset": subset_digest(subset),
+        "model": model_digest(model_path),
+        "training": trajectory_settings(settings),
+        "dataset": dataset,
+        "seed": seed,
+    }
+    parts = json.loads(json.dumps(parts, sort_keys=True, default=str))  # compare as read back from JSON
+    digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+    return {"fingerprint": digest, "parts": parts}
+
+
+def differing_parts(old: dict, new: dict) -> list[str]:
+    """Human-readable names of the fingerprint parts that differ (training settings by name)."""
+    out = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if a == b:
+            continue
+        if key == "training" and isinstance(a, dict) and isinstance(b, dict):
+            names = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+            out.append(f"training settings ({', '.join(names)})")
+        else:
+            out.append(key)
+    return out
+
+
+def claim_checkpoint_dir(checkpoint_dir: Path, record: dict) -> Path | None:
+    """Make ``checkpoint_dir`` belong to the run with fingerprint ``record``: checkpoints of another run (or of
+    an unknown one: no readable fingerprint file) are moved aside whole to ``<dir>.stale-N``, never deleted.
+    Returns where they went, or None."""
+    try:
+        old = read_json(checkpoint_dir / FINGERPRINT_FILE)
+    except (OSError, ValueError):
+        old = None
+    if isinstance(old, dict) and old.get("fingerprint") == record["fingerprint"]:
+        return None
+    moved = None
+    if checkpoint_dir.is_dir() and any(p.name != FINGERPRINT_FILE for p in checkpoint_dir.iterdir()):
+        moved = _numbered(f"{checkpoint_dir}.stale-")
+        checkpoint_dir.rename(moved)
+        if isinstance(old, dict):
+            why = f"{', '.join(differing_parts(old.get('parts') or {}, record['parts'])) or 'fingerprint'} changed"
+        else:
+            why = f"it has no readable {FINGERPRINT_FILE}"
+        log.warning("checkpoints in %s come from a different run (%s): moved them to %s; training starts fresh "
+                    "from step 0", checkpoint_dir, why, moved)
+    write_json(record, checkpoint_dir / FINGERPRINT_FILE)
+    return moved
+
+
+def prompts_per_generation(args) -> int:
+    """Distinct prompts one optimizer step draws: TRL's ``RepeatSampler`` takes the subset in chunks of
+    ``generation_batch_size // num_generations`` prompts and drops a final short chunk, so a smaller subset
+    yields no batch at all (and the Trainer silently runs zero steps)."""
+    return args.generation_batch_size // args.num_generations
+
+
+def check_trainable(n_items: int, args, settings: dict, subset_path: str | Path) -> None:
+    """Refuse settings that could not train a single step, before any model is loaded."""
+    need = prompts_per_generation(args)
+    if n_items < need:
+        raise UserError(
+            f"{subset_path} has {n_items} items, but one optimizer step needs {need} distinct prompts "
+            f"(training.prompts_per_step = {settings['prompts_per_step']}): raise the budget to at least {need} "
+            f"items or lower training.prompts_per_step to at most {n_items}"
+        )
+    if int(settings["max_steps"]) < 1:
+        raise UserError(f"training.max_steps is {settings['max_steps']}: set it to 1 or more")
 
 
 def grpo_config(settings: dict, out_dir: Path, seed: int, on_gpu: bool):
     """``GRPOConfig`` from the config's training section (CPU-safe defaults when no GPU is present)."""
     from trl import GRPOConfig
 
-    s = {**DEFAULTS, **settings}
+    s = complete(settings)
     per_device = int(s["prompts_per_step"]) * int(s["num_generations"]) // int(s["gradient_accumulation_steps"])
     extra = {}
     if on_gpu and s["gradient_checkpointing"]:
@@ -112,7 +289,7 @@ def grpo_config(settings: dict, out_dir: Path, seed: int, on_gpu: bool):
         top_p=float(s["top_p"]),
         loss_type=s["loss_type"],
         scale_rewards=s["scale_rewards"],
-        chat_template_kwargs=s.get("chat_template_kwargs") or None,
+        chat_template_kwargs=s["chat_template_kwargs"] or None,
         use_cpu=not on_gpu,
         bf16=bool(on_gpu and s["bf16"]),
         seed=seed,
@@ -126,7 +303,7 @@ def grpo_config(settings: dict, out_dir: Path, seed: int, on_gpu: bool):
 def lora_config(settings: dict):
     from peft import LoraConfig
 
-    lora = {**DEFAULTS["lora"], **settings.get("lora", {})}
+    lora = complete(settings)["lora"]
     return LoraConfig(
         r=int(lora["r"]),
         lora_alpha=int(lora["alpha"]),
@@ -140,17 +317,54 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
           manifest_out: str | Path, settings: dict, dataset: dict, seed: int) -> dict:
     """Run (or resume) GRPO on a subset; write the trainer log and a manifest of checkpoints."""
     import torch
+
+    checkpoint_dir = Path(checkpoint_dir)
+    on_gpu = torch.cuda.is_available()
+    s = complete(settings)
+    subset = read_parquet(subset_path, columns=SUBSET_COLUMNS)
+    args = grpo_config(s, checkpoint_dir, seed, on_gpu)
+    check_trainable(len(subset), args, s, subset_path)
+    record = fingerprint(subset, model_path, s, dataset, seed)
+    claim_checkpoint_dir(checkpoint_dir, record)
+    discard_incomplete(checkpoint_dir)
+    # Checkpoints past max_steps (a run since shortened) are not resumed from, nor listed as this run's.
+    done = [c for c in checkpoints(checkpoint_dir) if c[0] <= args.max_steps]
+    resumed_from = done[-1][0] if done else 0
+    if resumed_from == args.max_steps:
+        # Already trained (e.g. killed after its last save): the Trainer would take one more step past max_steps.
+        log.info("checkpoint %s already reaches max_steps: nothing to train", done[-1][1])
+        state = read_json(done[-1][1] / "trainer_state.json")
+        history, final_step = state["log_history"], state["global_step"]
+    else:
+        history, final_step = _fit(subset, model_path, args, s, dataset, done[-1][1] if done else None, subset_path)
+    history = pd.DataFrame(history)
+    history.insert(0, "resumed_from", resumed_from)
+    write_parquet(history, log_out)
+    manifest = {
+        "model": model_path,
+        "fingerprint": record["fingerprint"],
+        "resumed_from_step": resumed_from,
+        "final_step": final_step,
+        "checkpoints": [
+            {"step": step, "path": str(path)} for step, path in checkpoints(checkpoint_dir) if step <= final_step
+        ],
+    }
+    write_json(manifest, manifest_out)
+    return manifest
+
+
+def _fit(subset: pd.DataFrame, model_path: str, args, s: dict, dataset: dict, resume: Path | None,
+         subset_path: str | Path) -> tuple[list[dict], int]:
+    """Train from ``resume`` (or from scratch) to ``args.max_steps``, keeping the final adapter as a checkpoint;
+    returns the trainer log and the final step."""
+    import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
     from trl import GRPOTrainer
 
     from .generation import load_tokenizer
 
-    checkpoint_dir = Path(checkpoint_dir)
-    on_gpu = torch.cuda.is_available()
-    s = {**DEFAULTS, **settings}
     tokenizer = load_tokenizer(model_path)
-    subset = pd.read_parquet(subset_path)
     train_set = Dataset.from_dict(
         {
             "prompt": prompts.for_dataset(dataset, list(subset["prompt"]), tokenizer),
@@ -158,41 +372,27 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
             "answer_type": list(subset["answer_type"]),
         }
     )
-    grader = dataset.get("grading", {})
-    reward = grading.make_reward_function(
-        str(subset["answer_type"].iloc[0]), grader.get("mode", "lenient"), grader.get("pattern")
-    )
-    dtype = torch.bfloat16 if on_gpu and s["bf16"] else torch.float32
+    grader = config.fill(("datasets", "*", "grading"), dataset.get("grading", {}))
+    reward = grading.make_reward_function(str(subset["answer_type"].iloc[0]), grader["mode"], grader["pattern"])
+    dtype = torch.bfloat16 if args.bf16 else torch.float32
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=reward,
-        args=grpo_config(s, checkpoint_dir, seed, on_gpu),
+        args=args,
         train_dataset=train_set,
         processing_class=tokenizer,
         peft_config=lora_config(s),
     )
-    removed = discard_incomplete(checkpoint_dir)
-    if removed:
-        log.warning("discarded incomplete checkpoints: %s", ", ".join(map(str, removed)))
-    done = checkpoints(checkpoint_dir)
-    resume = str(done[-1][1]) if done else None
     if resume:
         log.info("resuming from %s", resume)
-    trainer.train(resume_from_checkpoint=resume)
+    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
 
     final_step = trainer.state.global_step
-    if not any(step == final_step for step, _ in checkpoints(checkpoint_dir)):
+    if final_step == 0:
+        # Never let an arm that trained nothing look trained downstream.
+        raise RuntimeError(f"training on {subset_path} ran zero optimizer steps; no manifest written")
+    if not any(step == final_step for step, _ in checkpoints(args.output_dir)):
         # max_steps not a multiple of save_steps: keep the final adapter as a checkpoint too.
         trainer._save_checkpoint(trainer.model, trial=None)
-    history = pd.DataFrame(trainer.state.log_history)
-    history.insert(0, "resumed_from", done[-1][0] if done else 0)
-    write_parquet(history, log_out)
-    manifest = {
-        "model": model_path,
-        "resumed_from_step": done[-1][0] if done else 0,
-        "final_step": final_step,
-        "checkpoints": [{"step": step, "path": str(path)} for step, path in checkpoints(checkpoint_dir)],
-    }
-    write_json(manifest, manifest_out)
-    return manifest
+    return trainer.state.log_history, final_step

@@ -3,7 +3,7 @@
 The workflow writes the typed run listing (:class:`grpo_budget.plan.Listing`) to a file; each output of the
 registry :data:`outputs.OUTPUTS` is its own Snakemake target and reads only the files its job lists as inputs.
 Modules: ``read`` (cached files, arm order), ``tables`` (data frames), ``render`` (CSV, Markdown, HTML),
-``figures`` (PNG, PDF), ``outputs`` (the registry). Every statistic is in :mod:`grpo_budget.stats`.
+``figures`` (PNG, PDF), ``outputs`` (the registry, filled by the functions of ``render`` and ``figures``). Every statistic is in :mod:`grpo_budget.stats`.
 
 Conventions
 -----------
@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..plan import Listing
 from ..settings import Analysis
+from . import figures, render  # noqa: F401  (their functions register themselves in OUTPUTS)
 from .outputs import OUTPUTS
 from .read import as_settings
 from .tables import curves, difficulty_table, gains_over_seeds, learnable_table, ood_table, summary_table, tiers

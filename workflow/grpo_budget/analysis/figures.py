@@ -13,6 +13,7 @@ from ..io import atomic_path
 from ..plan import Listing, budget_sort_key
 from ..selection import POLICIES
 from ..settings import Analysis
+from .outputs import output
 from .read import PANEL, _available, _label, _policy_rank, _read, as_settings
 from .render import _heading, _sections
 from .tables import curves, difficulty_table
@@ -55,6 +56,7 @@ def _empty(ax, text: str) -> None:
     ax.set_axis_off()
 
 
+@output("accuracy_vs_checkpoint", "figure", reads={"evals"})
 def figure_accuracy(runs: Listing, outs: Sequence[str], settings: Analysis | dict) -> None:
     """Accuracy vs checkpoint per arm (mean over seeds) with its bootstrap band; one panel per test set."""
     s = as_settings(settings)
@@ -82,6 +84,7 @@ def figure_accuracy(runs: Listing, outs: Sequence[str], settings: Analysis | dic
     _save_figure(fig, outs)
 
 
+@output("learnable_vs_step", "figure", reads={"logs", "subsets"})
 def figure_learnable(runs: Listing, outs: Sequence[str], settings: Analysis | dict) -> None:
     """Share of groups with non-zero reward std per step (observed, mean over seeds) and the prediction."""
     s = as_settings(settings)
@@ -120,6 +123,7 @@ def figure_learnable(runs: Listing, outs: Sequence[str], settings: Analysis | di
     _save_figure(fig, outs)
 
 
+@output("pass_rate_histogram", "figure", reads={"subsets", "scores"})
 def figure_pass_rates(runs: Listing, outs: Sequence[str], settings: Analysis | dict) -> None:
     """The pool's base pass-rate histogram, each policy's subset overlaid."""
     fig, axes = _panels(len(runs.scores))
@@ -149,6 +153,7 @@ def figure_pass_rates(runs: Listing, outs: Sequence[str], settings: Analysis | d
     _save_figure(fig, outs)
 
 
+@output("accuracy_by_difficulty", "figure", reads={"evals", "tests"})
 def figure_difficulty(runs: Listing, outs: Sequence[str], settings: Analysis | dict) -> None:
     """Accuracy per difficulty tier: base model and each arm's final checkpoint, with intervals."""
     s = as_settings(settings)

@@ -1,42 +1,44 @@
 """The registry of aggregate outputs: the one place an output's name exists.
 
-An output's name is its file name (``figures/NAME.png``, ``tables/NAME.csv``); its caption for the HTML report is
-``workflow/report/captions/NAME.rst``. Adding a table or figure is one entry here, its function, its caption and
-its test.
+An output is a function in ``render.py`` (tables) or ``figures.py`` (figures) decorated with :func:`output`; its
+name is its file name (``figures/NAME.png``, ``tables/NAME.csv``) and its caption for the HTML report is
+``workflow/report/captions/NAME.rst``. The Snakefile's targets, each job's inputs (only the file roles it reads)
+and the CLI's choices all come from :data:`OUTPUTS`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import figures, render
-
 CAPTIONS = Path(__file__).resolve().parents[2] / "report" / "captions"
+KINDS = ("summary", "table", "figure")  # summary: the gains table's four files; table: CSV, Markdown, HTML; figure: PNG, PDF
 
 
 @dataclass(frozen=True)
 class Output:
-    kind: str  # "summary", "table" (CSV, Markdown, HTML) or "figure" (PNG, PDF)
+    kind: str
     make: Callable  # (listing, output paths, analysis settings) -> None
     reads: frozenset[str]  # file roles of the run listing it reads (plan.READS)
     needs_ood: bool = False  # only built when some dataset lists out-of-distribution sets
 
-    def caption_file(self, name: str) -> Path:
-        return CAPTIONS / f"{name}.rst"
+
+OUTPUTS: dict[str, Output] = {}
 
 
-OUTPUTS: dict[str, Output] = {
-    "summary": Output("summary", render.write_summary, frozenset({"evals", "logs", "subsets"})),
-    "learnable": Output("table", render.write_learnable, frozenset({"logs", "subsets"})),
-    "difficulty": Output("table", render.write_difficulty, frozenset({"evals", "tests"})),
-    "ood": Output("table", render.write_ood, frozenset({"ood_evals"}), needs_ood=True),
-    "accuracy_vs_checkpoint": Output("figure", figures.figure_accuracy, frozenset({"evals"})),
-    "learnable_vs_step": Output("figure", figures.figure_learnable, frozenset({"logs", "subsets"})),
-    "pass_rate_histogram": Output("figure", figures.figure_pass_rates, frozenset({"subsets", "scores"})),
-    "accuracy_by_difficulty": Output("figure", figures.figure_difficulty, frozenset({"evals", "tests"})),
-}
+def output(name: str, kind: str, reads: Iterable[str], needs_ood: bool = False) -> Callable:
+    """Register the decorated function as the aggregate output ``name``."""
+    if kind not in KINDS:
+        raise ValueError(f"output {name!r}: kind {kind!r}; allowed: {', '.join(KINDS)}")
+
+    def register(fn: Callable) -> Callable:
+        if name in OUTPUTS:
+            raise ValueError(f"output {name!r} is registered twice")
+        OUTPUTS[name] = Output(kind, fn, frozenset(reads), needs_ood)
+        return fn
+
+    return register
 
 
 def names(kind: str) -> list[str]:
@@ -44,10 +46,14 @@ def names(kind: str) -> list[str]:
     return [n for n, o in OUTPUTS.items() if o.kind == kind]
 
 
+def caption_file(name: str) -> Path:
+    return CAPTIONS / f"{name}.rst"
+
+
 def caption(name: str, config: dict) -> str:
     """The output's caption for the report, its ``{{ level }}``-style fields filled from the analysis settings."""
     import jinja2
 
     analysis = config["analysis"]
-    text = OUTPUTS[name].caption_file(name).read_text()
-    return jinja2.Template(text).render(level=round(100 * analysis["level"]), analysis=analysis)
+    return jinja2.Template(caption_file(name).read_text()).render(level=round(100 * analysis["level"]),
+                                                                 analysis=analysis)

@@ -11,6 +11,7 @@ import pandas as pd
 from ..io import atomic_path, write_text
 from ..plan import Listing
 from ..settings import Analysis
+from .outputs import output
 from .read import ARM, PANEL, _label, as_settings
 from .tables import difficulty_table, gains_over_seeds, learnable_table, ood_table, summary_table
 
@@ -79,6 +80,7 @@ def _heading(key: tuple) -> str:
     return f"{model} · trained on {dataset} · tested on {evalset} ({where})"
 
 
+@output("summary", "summary", reads={"evals", "logs", "subsets"})
 def write_summary(runs: Listing, outs: list[str], settings: Analysis | dict) -> None:
     """``outs``: summary CSV (per seed), Markdown, and optionally the over-seeds CSV and an HTML page."""
     s = as_settings(settings)
@@ -124,6 +126,7 @@ def write_summary(runs: Listing, outs: list[str], settings: Analysis | dict) -> 
                    "grpo-budget summary: gains", note, sections)
 
 
+@output("learnable", "table", reads={"logs", "subsets"})
 def write_learnable(runs: Listing, outs: list[str], settings: Analysis | dict) -> None:
     s = as_settings(settings)
     table = learnable_table(runs, s)
@@ -156,6 +159,7 @@ def write_learnable(runs: Listing, outs: list[str], settings: Analysis | dict) -
     _write_outputs(outs, table, "Learnable opportunities: predicted vs observed", note, sections)
 
 
+@output("difficulty", "table", reads={"evals", "tests"})
 def write_difficulty(runs: Listing, outs: list[str], settings: Analysis | dict) -> None:
     s = as_settings(settings)
     per_seed = difficulty_table(runs, s)
@@ -179,6 +183,7 @@ def write_difficulty(runs: Listing, outs: list[str], settings: Analysis | dict) 
     _write_outputs(outs, per_seed, "Accuracy by difficulty tier", note, sections)
 
 
+@output("ood", "table", reads={"ood_evals"}, needs_ood=True)
 def write_ood(runs: Listing, outs: list[str], settings: Analysis | dict) -> None:
     s = as_settings(settings)
     per_seed = ood_table(runs, s)
