@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-GPU_RULES = {"score", "train", "evaluate_base", "evaluate"}
+GPU_RULES = {"score", "verify", "train", "evaluate_base", "evaluate"}
 CPU_RULES = {"prepare", "select", "summary", "table", "figure"}
 
 

@@ -33,7 +33,7 @@ def test_dry_run_job_counts():
               if len(line.split()) == 2 and line.split()[1].isdigit()}
     assert counts["train"] == 3 and counts["evaluate"] == 3 and counts["select"] == 3
     assert counts["prepare"] == 2 and counts["score"] == 1 and counts["evaluate_base"] == 1
-    assert counts["figure"] == 4 and counts["table"] == 2 and counts["summary"] == 1
+    assert counts["figure"] == 5 and counts["table"] == 3 and counts["summary"] == 1 and counts["verify"] == 1
     assert counts["bootstrap_model"] == 1
 
 
@@ -57,6 +57,12 @@ def test_every_output_exists_with_columns_and_sane_values(tiny_run):
     assert {"id", "samples", "correct", "pass_rate", "n_format_fail", "mean_completion_tokens", "n_ops"} <= set(scores.columns)
     assert scores["pass_rate"].between(0, 1).all() and (scores["n_samples"] == 4).all()
     assert (scores["pass_rate"] == scores["n_correct"] / 4).all()
+    # empirical Bayes: posterior means inside their intervals, ties at 0/K lifted off 0 toward the pool
+    assert (scores["pass_rate_eb_lo"] <= scores["pass_rate_eb"]).all() and (scores["pass_rate_eb"] <= scores["pass_rate_eb_hi"]).all()
+    zero = scores[scores["n_correct"] == 0]["pass_rate_eb"]
+    assert zero.empty or (zero.between(0, scores["pass_rate"].mean(), inclusive="neither")).all()
+    fresh = pd.read_parquet(r / "verify/tiny/framearith.parquet")
+    assert (fresh["n_samples"] == 4).all() and len(fresh) == 200  # full selects the whole pool
 
     for policy, size in (("hard", 40), ("random", 40), ("full", 200)):
         run = r / f"runs/tiny/framearith/{policy}/b{'all' if policy == 'full' else '0.2'}/s0"
@@ -79,7 +85,12 @@ def test_every_output_exists_with_columns_and_sane_values(tiny_run):
     assert summary["base_acc"].between(0, 1).all() and (summary["gain_lo"] <= summary["gain_hi"]).all()
     md = (r / "summary.md").read_text()
     assert "| hard | 0.2 |" in md and "| full | all |" in md
-    for name in ("accuracy_vs_checkpoint", "learnable_vs_step", "pass_rate_histogram"):
+    assert md.splitlines()[2].startswith("The answer: **tiny · framearith · budget")
+    verdicts = pd.read_csv(r / "tables/verdicts.csv")
+    assert len(verdicts) == 1 and set(verdicts[["arm_a", "arm_b"]].iloc[0]) == {"hard", "random"}  # one budget each
+    learn = pd.read_csv(r / "tables/learnable.csv")
+    assert (learn["predicted_from"] == "fresh").all() and learn["predicted_fresh_pct"].between(0, 100).all()
+    for name in ("accuracy_vs_checkpoint", "learnable_vs_step", "pass_rate_histogram", "arm_differences"):
         png = r / f"figures/{name}.png"
         assert png.read_bytes()[:4] == b"\x89PNG"
 
@@ -111,8 +122,14 @@ def test_embedded_default_end_to_end(tmp_path):
     summary = pd.read_csv(results / "summary.csv")
     assert set(summary["policy"]) == {"easy", "medium", "hard", "random"}
     # the subsets really differ in difficulty, in the order the policies promise
-    by = summary.set_index("policy")["subset_mean_pass_rate"]
+    by = summary.groupby("policy")["subset_mean_pass_rate"].mean()
     assert by["hard"] < by["medium"] < by["easy"]
+    # the answer: every pair of the four policies, over two seeds each
+    verdicts = pd.read_csv(results / "tables/verdicts.csv")
+    assert len(verdicts) == 6 and (verdicts["seeds_a"] == 2).all() and (verdicts["seeds_b"] == 2).all()
+    assert (verdicts["diff_lo"] <= verdicts["diff_pts"]).all() and (verdicts["diff_pts"] <= verdicts["diff_hi"]).all()
+    learn = pd.read_csv(results / "tables/learnable.csv")
+    assert (learn["predicted_from"] == "fresh").all()
 
 
 @pytest.mark.slow

@@ -53,6 +53,12 @@ def cmd_score(a: argparse.Namespace) -> None:
     score(a.model, a.pool, a.out, a.settings, a.dataset)
 
 
+def cmd_verify(a: argparse.Namespace) -> None:
+    from .scoring import verify
+
+    verify(a.model, a.subsets, a.out, a.settings, a.dataset)
+
+
 def cmd_select(a: argparse.Namespace) -> None:
     from .io import read_parquet, write_parquet
     from .plan import parse_budget
@@ -120,6 +126,14 @@ def parser() -> argparse.ArgumentParser:
             s.add_argument("--manifest", default=None, help="a training manifest: evaluate its checkpoints")
             s.add_argument("--final-only", action="store_true", help="only the manifest's last checkpoint")
         s.set_defaults(func=func)
+
+    s = sub.add_parser("verify", help="fresh samples on every selected item (re-estimated pass rates)")
+    s.add_argument("--model", required=True)
+    s.add_argument("--subsets", nargs="+", required=True)
+    s.add_argument("--settings", type=_json, required=True)
+    s.add_argument("--dataset", type=_json, required=True)
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=cmd_verify)
 
     s = sub.add_parser("select", help="cut a budget from the scored pool by policy")
     s.add_argument("--scores", required=True)

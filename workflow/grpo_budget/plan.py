@@ -29,6 +29,7 @@ PATTERNS = {
     "manifest": f"{RUN_DIR}/manifest.json",
     "run_eval": f"{RUN_DIR}/eval/{{evalset}}.parquet",
     "base_eval": "base/{model}/{evalset}.parquet",
+    "verify": "verify/{model}/{dataset}.parquet",
     "listing": "plan/listing.json",
     "summary_csv": "summary.csv",
     "summary_md": "summary.md",
@@ -152,7 +153,7 @@ class Listing:
     tests: dict[str, str]  # evaluation set -> its test Parquet
     num_generations: int
     prompts_per_step: int
-    extra: dict = field(default_factory=dict)
+    verify: list[ScoreFile] = field(default_factory=list)  # fresh pass rates of the selected items, where enabled
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, indent=1)
@@ -162,7 +163,7 @@ class Listing:
         return cls(runs=[RunFiles(**r) for r in d["runs"]], base=[BaseEval(**b) for b in d["base"]],
                    scores=[ScoreFile(**s) for s in d["scores"]], tests=d["tests"],
                    num_generations=d["num_generations"], prompts_per_step=d["prompts_per_step"],
-                   extra=d.get("extra", {}))
+                   verify=[ScoreFile(**v) for v in d.get("verify", [])])
 
     @classmethod
     def read(cls, path: str | Path) -> "Listing":
@@ -189,7 +190,19 @@ def listing(config: dict) -> Listing:
         tests={e: p.data.format(dataset=e, split="test") for e in every_evalset},
         num_generations=config["training"]["num_generations"],
         prompts_per_step=config["training"]["prompts_per_step"],
+        verify=[ScoreFile(m, d, p.verify.format(model=m, dataset=d))
+                for m in config["models"] for d in trainable_datasets(config)] if verifies(config) else [],
     )
+
+
+def verifies(config: dict) -> bool:
+    return config["scoring"]["verify_samples"] > 0
+
+
+def subsets_of(config: dict, model: str, dataset: str) -> list[str]:
+    """Every subset selected from one model's scores of one dataset (the items a verification re-samples)."""
+    p = paths(config["results"])
+    return [p.subset.format(**r) for r in grid(config) if (r["model"], r["dataset"]) == (model, dataset)]
 
 
 def write_listing(config: dict) -> str:
@@ -202,7 +215,7 @@ def write_listing(config: dict) -> str:
 
 
 # File roles an output reads (analysis.outputs.Output.reads).
-READS = ("evals", "ood_evals", "tests", "logs", "subsets", "scores")
+READS = ("evals", "ood_evals", "tests", "logs", "subsets", "scores", "verify")
 
 
 def files_read(lst: Listing, reads: frozenset[str]) -> list[str]:
@@ -225,6 +238,8 @@ def files_read(lst: Listing, reads: frozenset[str]) -> list[str]:
         files += [r.subset for r in lst.runs]
     if "scores" in reads:
         files += [s.path for s in lst.scores]
+    if "verify" in reads:
+        files += [v.path for v in lst.verify]
     return list(dict.fromkeys(files))
 
 
@@ -239,10 +254,15 @@ def model_path(config: dict, model: str) -> str:
 
 
 def generation_settings(config: dict, section: str, model: str, evalset: str | None = None) -> dict:
-    """A scoring/evaluation job's settings (``settings.Generation``): the section, the backend, the model's
+    """A scoring/verify/evaluation job's settings (``settings.Generation``): the section, the backend, the model's
     chat-template arguments and the LoRA rank bound. Evaluation-only sets (e.g. AIME) take the ``ood_*`` sampling
     (pass@k with longer completions)."""
-    s = dict(config[section])
+    if section == "verify":  # the scoring sampling, with fresh samples: its own count and seed
+        sc = config["scoring"]
+        s = dict(sc, num_samples=sc["verify_samples"], seed=sc["verify_seed"])
+    else:
+        s = dict(config[section])
+    s = {k: v for k, v in s.items() if not k.startswith("verify_")}
     if evalset and config["datasets"][evalset]["eval_only"]:
         for key in ("num_samples", "max_new_tokens"):
             s[key] = s.get(f"ood_{key}", s[key])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import config, grading, prompts
+from . import config, grading, prompts, stats
 from .errors import UserError
 from .generation import Generator, Sampling, from_settings
 from .io import read_parquet, write_parquet
@@ -52,7 +52,34 @@ def score(model: str, pool_path: str, out_path: str, settings: dict | Generation
         raise UserError(f"{pool_path}: the pool has no items; check the dataset's filter, splits and sizes")
     gen = from_settings(model, g)
     graded = sample_and_grade(gen, pool, dataset, Sampling.of(g))
-    meta = pool.drop(columns=[c for c in GRADED_COLUMNS if c != "id" and c in pool.columns])
-    out = meta.merge(graded, on="id", how="left", validate="one_to_one")
+    meta = pool.drop(columns=[c for c in GRADED_COLUMNS + EB_COLUMNS if c != "id" and c in pool.columns])
+    out = meta.merge(with_posterior(graded), on="id", how="left", validate="one_to_one")
+    write_parquet(out, out_path)
+    return out
+
+
+EB_COLUMNS = ["pass_rate_eb", "pass_rate_eb_lo", "pass_rate_eb_hi", "eb_prior_a", "eb_prior_b"]
+
+
+def with_posterior(graded: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """The empirical-Bayes pass rate of each item beside its k/K: the posterior mean and ``level`` interval under a
+    Beta prior fitted to the whole pool's counts (``eb_prior_a``, ``eb_prior_b``). It shrinks the ties at 0/K and
+    K/K toward the pool, by as much as the pool says such items differ."""
+    a, b = stats.fit_beta_prior(graded["n_correct"], graded["n_samples"])
+    post = stats.beta_posterior(graded["n_correct"].to_numpy(), graded["n_samples"].to_numpy(), a, b, level)
+    return graded.assign(pass_rate_eb=post["mean"].to_numpy(), pass_rate_eb_lo=post["lo"].to_numpy(),
+                         pass_rate_eb_hi=post["hi"].to_numpy(), eb_prior_a=a, eb_prior_b=b)
+
+
+def verify(model: str, subset_paths: list[str], out_path: str, settings: dict | Generation, dataset: dict
+           ) -> pd.DataFrame:
+    """Fresh pass rates of every item any subset selected (each item once): ``id, n_samples, n_correct,
+    pass_rate``. Selection by a noisy pass rate favours items whose estimate erred towards the cut; new samples
+    do not share that error."""
+    g = settings if isinstance(settings, Generation) else Generation.from_dict(settings, "scoring")
+    items = pd.concat([read_parquet(p, ["id", "prompt", "answer", "answer_type"]) for p in subset_paths])
+    items = items.drop_duplicates("id").reset_index(drop=True)
+    graded = sample_and_grade(from_settings(model, g), items, dataset, Sampling.of(g))
+    out = graded[["id", "n_samples", "n_correct", "pass_rate"]]
     write_parquet(out, out_path)
     return out

@@ -1,6 +1,6 @@
 """Statistics helpers for grpo-budget: bootstrap intervals, gains, learnable share, pass@k.
 
-Pure numpy/pandas; no model or training dependencies.
+numpy/pandas/scipy only; no model or training dependencies.
 
 Conventions
 -----------
@@ -9,7 +9,10 @@ Conventions
 * Relative gains are fractions: ``(trained - base) / (1 - base)``, i.e. the share of the
   base model's remaining headroom that training closed (1.0 = all of it; negative =
   regression). Undefined (``nan``) when ``base == 1``.
-* Bootstrap intervals are percentile intervals over test items.
+* Bootstrap intervals are percentile intervals over test items (and, with several
+  seeds, over seeds too).
+* Arm-vs-arm differences (``diff_pts``, ``lo``, ``hi``) are in percentage points,
+  ``(A - B) x 100``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
+from scipy import optimize, special
+from scipy import stats as sps
 
 __all__ = [
     "bootstrap_ci",
@@ -31,6 +36,12 @@ __all__ = [
     "learnable_from_log",
     "mean_spread",
     "pass_at_k",
+    "fit_beta_prior",
+    "beta_posterior",
+    "expected_learnable_beta",
+    "paired_difference_ci",
+    "verdict",
+    "rank_tiers",
 ]
 
 # Resample in chunks so n_boot x n index matrices stay small (~8 MB of int64 per chunk).
@@ -307,11 +318,7 @@ def posterior_learnable(n_correct: np.ndarray, n_samples: np.ndarray, G: int) ->
     """
     c = np.asarray(n_correct, dtype=float)
     n = np.asarray(n_samples, dtype=float)
-    a, b = c + 0.5, n - c + 0.5
-    j = np.arange(G)[:, None]
-    e_pG = np.prod((a + j) / (a + b + j), axis=0)  # E[p^G] = B(a + G, b) / B(a, b)
-    e_qG = np.prod((b + j) / (a + b + j), axis=0)
-    return float(np.mean(1 - e_pG - e_qG))
+    return float(np.mean(expected_learnable_beta(c + 0.5, n - c + 0.5, G)))
 
 
 def wilson_interval(share: float, n: float, level: float) -> tuple[float, float]:
@@ -327,3 +334,246 @@ def wilson_interval(share: float, n: float, level: float) -> tuple[float, float]
 def pass_at_k_items(items: pd.DataFrame, k: int) -> np.ndarray:
     """Per-item unbiased pass@k from the ``n_samples``/``n_correct`` columns of an evaluation file."""
     return np.array([pass_at_k(int(n), int(c), k) for n, c in zip(items.n_samples, items.n_correct)])
+
+
+# --- empirical-Bayes pass rates ----------------------------------------------------------
+
+# Range for fitted Beta parameters: below 1e-3 the prior is numerically a point mass at 0/1, above 1e4 it is
+# as sharp as ten thousand pseudo-samples, which no pool of a few thousand K=8 items can distinguish from more.
+_BETA_MIN, _BETA_MAX = 1e-3, 1e4
+
+
+def _counts(k: object, n: object) -> tuple[np.ndarray, np.ndarray]:
+    """Validated float arrays ``k``, ``n`` broadcast to one shape (``n`` may be a scalar)."""
+    k_arr, n_arr = np.broadcast_arrays(np.asarray(k, dtype=float), np.asarray(n, dtype=float))
+    if np.any(~np.isfinite(k_arr)) or np.any(~np.isfinite(n_arr)):
+        raise ValueError("counts must be finite")
+    if np.any(k_arr < 0) or np.any(k_arr > n_arr):
+        raise ValueError("need 0 <= k <= n for every item")
+    return k_arr, n_arr
+
+
+def _concentrated_prior(k_sum: float, n_sum: float) -> tuple[float, float]:
+    m = k_sum / n_sum
+    if m <= 0.0 or m >= 1.0:
+        # Jeffreys-smoothed, so an all-0 (all-n) pool still gets a proper prior, just close to 0 (1).
+        m = (k_sum + 0.5) / (n_sum + 1.0)
+    a = float(np.clip(_BETA_MAX * m, _BETA_MIN, _BETA_MAX))
+    b = float(np.clip(_BETA_MAX * (1.0 - m), _BETA_MIN, _BETA_MAX))
+    return a, b
+
+
+def fit_beta_prior(k: object, n: object) -> tuple[float, float]:
+    """Maximum-likelihood ``(alpha, beta)`` of a beta-binomial model for per-item counts: ``k`` of ``n`` correct.
+
+    The empirical-Bayes prior of a pool's pass rates (``p ~ Beta(alpha, beta)``, ``k ~ Binomial(n, p)``). ``n``
+    may differ per item (or be a scalar); items with ``n == 0`` carry no information and are ignored. Optimised
+    over log-parameters from a method-of-moments start; both parameters are kept within ``[1e-3, 1e4]``.
+
+    Degenerate pools, where the likelihood has no interior maximum, get a strongly concentrated prior
+    (``alpha + beta = 1e4``, clipped to that range) at the pooled mean ``sum k / sum n``: every item with the
+    same ``k/n``, only ``n == 1`` items (Bernoulli outcomes identify the mean but not the spread), or every
+    item 0 (or every item n), where the mean is Jeffreys-smoothed to ``(sum k + 1/2) / (sum n + 1)``.
+    Raises ``ValueError`` if no item has ``n > 0``.
+    """
+    k_arr, n_arr = _counts(k, n)
+    keep = n_arr.ravel() > 0
+    k_arr, n_arr = k_arr.ravel()[keep], n_arr.ravel()[keep]
+    if k_arr.size == 0:
+        raise ValueError("no item has n > 0")
+    k_sum, n_sum = float(k_arr.sum()), float(n_arr.sum())
+    m = k_sum / n_sum
+    p_hat = k_arr / n_arr
+    var = float(np.mean((p_hat - m) ** 2))
+    if m <= 0.0 or m >= 1.0 or np.all(n_arr == 1) or np.ptp(p_hat) == 0.0:
+        return _concentrated_prior(k_sum, n_sum)
+
+    # Method of moments: Var(k/n) = m(1-m) [1/n + (1 - 1/n) rho] with rho = 1 / (alpha + beta + 1); 1/n averaged.
+    h = float(np.mean(1.0 / n_arr))
+    rho = (var / (m * (1.0 - m)) - h) / (1.0 - h) if h < 1.0 else 1.0
+    rho = float(np.clip(rho, 1.0 / (_BETA_MAX + 1.0), 1.0 / (1.0 + 2.0 * _BETA_MIN)))
+    s0 = 1.0 / rho - 1.0
+    x0 = np.log(np.clip([m * s0, (1.0 - m) * s0], _BETA_MIN, _BETA_MAX))
+
+    # The likelihood depends on items only through (k, n): fit on the distinct pairs, weighted by their counts.
+    pairs, w = np.unique(np.column_stack([k_arr, n_arr]), axis=0, return_counts=True)
+    kk, nn, w = pairs[:, 0], pairs[:, 1], w / w.sum()
+
+    def nll(x: np.ndarray) -> tuple[float, np.ndarray]:
+        a, b = np.exp(x)
+        ll = np.sum(w * (special.betaln(kk + a, nn - kk + b) - special.betaln(a, b)))
+        common = special.digamma(a + b) - special.digamma(nn + a + b)
+        da = np.sum(w * (special.digamma(kk + a) - special.digamma(a) + common))
+        db = np.sum(w * (special.digamma(nn - kk + b) - special.digamma(b) + common))
+        return -float(ll), -np.array([da * a, db * b])  # chain rule for the log-parameters
+
+    bounds = [(math.log(_BETA_MIN), math.log(_BETA_MAX))] * 2
+    res = optimize.minimize(nll, x0, jac=True, method="L-BFGS-B", bounds=bounds)
+    # Keep the start if the optimiser wandered off (it should not, but a prior must always come back).
+    x = res.x if np.all(np.isfinite(res.x)) and res.fun <= nll(x0)[0] else x0
+    a, b = np.clip(np.exp(x), _BETA_MIN, _BETA_MAX)
+    return float(a), float(b)
+
+
+def beta_posterior(k: object, n: object, alpha: object, beta: object, level: float = 0.95) -> pd.DataFrame:
+    """Per-item Beta posterior of the pass rate after ``k`` of ``n`` correct under a ``Beta(alpha, beta)`` prior.
+
+    ``alpha``/``beta`` are scalars (one pool prior, e.g. from :func:`fit_beta_prior`) or per-item arrays.
+    Returns a DataFrame with one row per item (index of ``k`` when it is a Series, else 0..N-1) and columns
+    ``alpha``, ``beta`` (posterior parameters ``alpha + k``, ``beta + n - k``, ready for
+    :func:`expected_learnable_beta`), ``mean`` (``(alpha + k) / (alpha + beta + n)``) and ``lo``/``hi`` (the
+    equal-tailed ``level`` credible interval). Items with ``n == 0`` get the prior.
+    """
+    _check_level(level)
+    k_arr, n_arr = _counts(k, n)
+    k_arr, n_arr = np.atleast_1d(k_arr).ravel(), np.atleast_1d(n_arr).ravel()
+    a0, b0 = np.asarray(alpha, dtype=float), np.asarray(beta, dtype=float)
+    if np.any(~(a0 > 0)) or np.any(~(b0 > 0)):
+        raise ValueError("prior parameters must be positive")
+    a_post = np.broadcast_to(a0 + k_arr, k_arr.shape).astype(float)
+    b_post = np.broadcast_to(b0 + n_arr - k_arr, k_arr.shape).astype(float)
+    tail = (1.0 - level) / 2.0
+    index = k.index if isinstance(k, pd.Series) and len(k) == k_arr.size else None
+    return pd.DataFrame(
+        {
+            "alpha": a_post,
+            "beta": b_post,
+            "mean": a_post / (a_post + b_post),
+            "lo": sps.beta.ppf(tail, a_post, b_post),
+            "hi": sps.beta.ppf(1.0 - tail, a_post, b_post),
+        },
+        index=index,
+    )
+
+
+def expected_learnable_beta(a: object, b: object, G: int) -> np.ndarray:
+    """Per item ``E[1 - p^G - (1 - p)^G]`` for ``p ~ Beta(a, b)``: the chance a group of ``G`` is mixed.
+
+    Closed form: ``E[p^G] = B(a + G, b) / B(a, b) = prod_{j<G} (a + j) / (a + b + j)`` (likewise for
+    ``1 - p`` with ``b``). ``a``/``b`` broadcast; the result has their broadcast shape.
+    """
+    _check_G(G)
+    a_arr, b_arr = np.broadcast_arrays(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
+    if np.any(~(a_arr > 0)) or np.any(~(b_arr > 0)):
+        raise ValueError("Beta parameters must be positive")
+    shape = a_arr.shape
+    a1, b1 = a_arr.ravel(), b_arr.ravel()
+    j = np.arange(G)[:, None]
+    e_pG = np.prod((a1 + j) / (a1 + b1 + j), axis=0)
+    e_qG = np.prod((b1 + j) / (a1 + b1 + j), axis=0)
+    return (1.0 - e_pG - e_qG).reshape(shape)
+
+
+# --- arm-vs-arm comparisons ----------------------------------------------------------------
+
+
+def _as_seed_items(values: object, name: str) -> np.ndarray:
+    """(seeds x items) float matrix; 1-D input is one seed."""
+    mat = np.atleast_2d(np.asarray(values, dtype=float))
+    if mat.ndim != 2:
+        raise ValueError(f"{name} must be 1-D (items) or 2-D (seeds x items), got shape {mat.shape}")
+    if mat.size == 0:
+        raise ValueError(f"{name} is empty")
+    if np.any(np.isnan(mat)):
+        raise ValueError(f"{name} has missing (NaN) scores")
+    return mat
+
+
+def paired_difference_ci(
+    a: object, b: object, n_boot: int = 2000, seed: int = 0, level: float = 0.95
+) -> dict[str, float]:
+    """Difference of two arms' mean scores on the same test items, with a paired percentile bootstrap interval.
+
+    ``a`` is (seeds_A x items), ``b`` is (seeds_B x items), per-item scores (0/1 or fractions) aligned on the
+    same items; 1-D means one seed. Each replicate draws one item resample shared by both arms (the items are
+    the same, so item difficulty cancels) and, independently per arm, a resample of that arm's seeds (so
+    run-to-run variance widens the interval). With one seed per arm this is the plain paired item bootstrap of
+    the per-item difference (:func:`bootstrap_ci` of ``100 * (a - b)``).
+
+    Returns ``diff_pts`` (``100 * (mean(a) - mean(b))``), ``lo``, ``hi`` (points), ``mean_a``, ``mean_b``
+    (fractions), ``n_items``, ``seeds_a``, ``seeds_b``.
+    """
+    _check_level(level)
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    A, B = _as_seed_items(a, "a"), _as_seed_items(b, "b")
+    (sa, n), (sb, nb) = A.shape, B.shape
+    if n != nb:
+        raise ValueError(f"a and b must score the same items: {n} vs {nb} items")
+    if sa == sb == 1:
+        _, lo, hi = bootstrap_ci(100.0 * (A[0] - B[0]), n_boot=n_boot, seed=seed, level=level)
+    else:
+        rng = np.random.default_rng(seed)
+        chunk = max(1, _CHUNK_ELEMS // ((sa + sb) * n))
+        boots, done = [], 0
+        while done < n_boot:
+            m = min(chunk, n_boot - done)
+            idx = rng.integers(0, n, size=(m, n))
+            per_a = A[:, idx].mean(axis=2)  # (seeds_A, m): each seed's mean on the shared item draw
+            per_b = B[:, idx].mean(axis=2)
+            cols = np.arange(m)[:, None]
+            mean_a = per_a[rng.integers(0, sa, size=(m, sa)), cols].mean(axis=1)
+            mean_b = per_b[rng.integers(0, sb, size=(m, sb)), cols].mean(axis=1)
+            boots.append(100.0 * (mean_a - mean_b))
+            done += m
+        tail = (1.0 - level) / 2.0
+        lo, hi = (float(v) for v in np.quantile(np.concatenate(boots), [tail, 1.0 - tail]))
+    mean_a, mean_b = float(A.mean()), float(B.mean())
+    return {
+        "diff_pts": 100.0 * (mean_a - mean_b),
+        "lo": float(lo),
+        "hi": float(hi),
+        "mean_a": mean_a,
+        "mean_b": mean_b,
+        "n_items": int(n),
+        "seeds_a": int(sa),
+        "seeds_b": int(sb),
+    }
+
+
+def _check_better_is(better_is: str) -> None:
+    if better_is not in ("higher", "lower"):
+        raise ValueError(f"better_is must be 'higher' or 'lower', got {better_is!r}")
+
+
+def verdict(lo: float, hi: float, better_is: str = "higher") -> str:
+    """Verdict from an interval of ``A - B``: ``"A"``, ``"B"`` or ``"tie"`` (not distinguishable).
+
+    With ``better_is="higher"`` A wins when ``lo > 0`` and B when ``hi < 0``; ``"lower"`` (e.g. a loss) swaps
+    the two. An interval that touches or spans 0, or has NaN bounds, is a ``"tie"``.
+    """
+    _check_better_is(better_is)
+    above, below = lo > 0, hi < 0
+    if better_is == "lower":
+        above, below = below, above
+    return "A" if above else "B" if below else "tie"
+
+
+def rank_tiers(
+    means: dict[str, float], distinguishable: dict[tuple[str, str], bool], better_is: str = "higher"
+) -> dict[str, int]:
+    """Rank arms, separating only those whose difference is distinguishable.
+
+    ``distinguishable[(x, y)]`` True means x is distinguishably better than y (e.g. ``verdict`` of x - y is
+    ``"A"``). Either key order is accepted: a pair counts as distinguishable when either ``(x, y)`` or
+    ``(y, x)`` is True, and which arm is better is read from ``means`` (higher, or lower with
+    ``better_is="lower"``), which agrees with the convention for consistent inputs. Missing pairs are not
+    distinguishable. An arm's rank is 1 + the number of arms distinguishably better than it, so arms
+    indistinguishable from each other can share a rank (and ranks need not be consecutive).
+
+    Returns ``{arm: rank}`` ordered by rank, then by mean (best first).
+    """
+    _check_better_is(better_is)
+    for key in distinguishable:
+        if len(key) != 2 or key[0] not in means or key[1] not in means or key[0] == key[1]:
+            raise ValueError(f"distinguishable key {key!r} must be a pair of two different arms of means")
+    sign = 1.0 if better_is == "higher" else -1.0
+
+    def separated(x: str, y: str) -> bool:
+        return bool(distinguishable.get((x, y), False)) or bool(distinguishable.get((y, x), False))
+
+    ranks = {
+        x: 1 + sum(1 for y in means if y != x and separated(x, y) and sign * (means[y] - means[x]) > 0)
+        for x in means
+    }
+    return dict(sorted(ranks.items(), key=lambda kv: (kv[1], -sign * means[kv[0]])))

@@ -42,3 +42,29 @@ rule select:
     shell:
         "grpo-budget select --scores {input:q} --policy {wildcards.policy} --budget {wildcards.budget}"
         " --seed {wildcards.seed} --tiers {params.tiers:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule verify:
+    """Fresh samples (a new seed) on every selected item: pass rates free of the selection's winner's curse."""
+    input:
+        subsets=lambda wc: plan.subsets_of(config, wc.model, wc.dataset),
+        model=get_model_input,
+    output:
+        P.verify,
+    params:
+        model=get_model_path,
+        settings=get_generation_settings("verify"),
+        dataset=get_dataset,
+    threads: 1
+    resources:
+        mem_mb=scaled("score", "mem_mb"),
+        runtime=scaled("score", "runtime"),
+    log:
+        log_file("verify", "{model}_{dataset}"),
+    benchmark:
+        benchmark_file("verify", "{model}_{dataset}")
+    conda:
+        "../../envs/grpo-budget.yaml"
+    shell:
+        "grpo-budget --threads {threads} verify --model {params.model:q} --subsets {input.subsets:q}"
+        " --settings {params.settings:q} --dataset {params.dataset:q} --out {output:q} > {log:q} 2>&1"

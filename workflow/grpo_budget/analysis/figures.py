@@ -16,7 +16,7 @@ from ..settings import Analysis
 from .outputs import output
 from .read import PANEL, _available, _label, _policy_rank, _read, as_settings
 from .render import _heading, _sections
-from .tables import curves, difficulty_table
+from .tables import curves, difficulty_table, verdict_table
 
 BUDGET_STYLES = ["-", "--", ":", "-."]
 
@@ -186,4 +186,27 @@ def figure_difficulty(runs: Listing, outs: Sequence[str], settings: Analysis | d
                   loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
     if not groups:
         _empty(axes[0], "no evaluations")
+    _save_figure(fig, outs)
+
+
+@output("arm_differences", "figure", reads={"evals"})
+def figure_differences(runs: Listing, outs: Sequence[str], settings: Analysis | dict) -> None:
+    """Pairwise differences A − B in final accuracy with their paired intervals; one panel per comparison."""
+    s = as_settings(settings)
+    groups = _sections(verdict_table(runs, s), PANEL + ["budget"])
+    fig, axes = _panels(len(groups))
+    colors = {"A": "#d62728", "B": "#1f77b4"}
+    for ax, (key, g) in zip(axes, groups):
+        y = np.arange(len(g))[::-1]
+        for yi, (_, r) in zip(y, g.iterrows()):
+            side = "A" if r["verdict"].startswith(r["arm_a"] + " ") else "B" if r["verdict"].startswith(r["arm_b"] + " ") else None
+            ax.errorbar([r["diff_pts"]], [yi], xerr=[[r["diff_pts"] - r["diff_lo"]], [r["diff_hi"] - r["diff_pts"]]],
+                        fmt="o", color=colors.get(side, "0.5"), capsize=3)
+        ax.axvline(0, color="black", lw=1)
+        ax.set_yticks(y, [f"{a} − {b}" for a, b in zip(g["arm_a"], g["arm_b"])], fontsize=8)
+        model, dataset, evalset, budget = key
+        ax.set(title=f"{model} · {dataset} → {evalset} · budget {budget}", xlabel="A − B, final accuracy (points)")
+        ax.grid(alpha=0.3, axis="x")
+    if not groups:
+        _empty(axes[0], "fewer than two policies: nothing to compare")
     _save_figure(fig, outs)

@@ -8,12 +8,14 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from .. import stats
 from ..io import atomic_path, write_text
 from ..plan import Listing
 from ..settings import Analysis
 from .outputs import output
 from .read import ARM, PANEL, _label, as_settings
-from .tables import difficulty_table, gains_over_seeds, learnable_table, ood_table, summary_table
+from .tables import (difficulty_table, gains_over_seeds, learnable_table, ood_table, rankings, summary_table,
+                     verdict_table)
 
 
 
@@ -118,44 +120,58 @@ def write_summary(runs: Listing, outs: list[str], settings: Analysis | dict) -> 
             "bootstrap interval over test items (with several seeds: over seeds and items; ± = std over seeds). "
             "Best = the best checkpoint's accuracy on this test set (chosen on the test set itself, so optimistic). "
             "Rel. gain = gain / (100 − base): the share of the base model's headroom closed. Learnable = share of "
-            "GRPO groups with non-zero reward std over all training steps; predicted = 1 − pᴳ − (1 − p)ᴳ from the "
-            "subset's base pass rates. Per-seed rows: summary.csv.")
+            "GRPO groups with non-zero reward std over all training steps; predicted = E[1 − pᴳ − (1 − p)ᴳ] over the "
+            "subset, as the learnable table leads with it (fresh or empirical-Bayes pass rates). Per-seed rows: "
+            "summary.csv.")
     with atomic_path(csv_out) as tmp:
         table.to_csv(tmp, index=False)
+    answer = answer_sentences(verdict_table(runs, s), s.level)
+    if answer:
+        note = "The answer: " + " ".join(answer) + " (details: tables/verdicts.md)\n\n" + note
     _write_outputs([None, md_out, rest[1] if len(rest) > 1 else None], table,
                    "grpo-budget summary: gains", note, sections)
 
 
-@output("learnable", "table", reads={"logs", "subsets"})
+@output("learnable", "table", reads={"logs", "subsets", "verify"})
 def write_learnable(runs: Listing, outs: list[str], settings: Analysis | dict) -> None:
     s = as_settings(settings)
     table = learnable_table(runs, s)
     w = s.learnable_window
-    window = f"the first {w:.0%} of logged steps" if isinstance(w, float) else f"the first {w} logged steps"
+    window = f"the first {w:.0%} of logged steps" if isinstance(w, float) else f"the first {w} logged step(s)"
     sections = []
     for key, g in _sections(table, ["model", "dataset"]):
-        g = g.groupby(["policy", "budget"], sort=False).agg(
-            seeds=("seed", "size"), steps=("window_steps", "first"), predicted=("predicted_pct", "mean"),
-            posterior=("predicted_posterior_pct", "mean"), observed=("observed_first_pct", "mean"),
-            lo=("observed_lo", "mean"), hi=("observed_hi", "mean"), overall=("observed_all_pct", "mean"),
-            inside=("predicted_in_interval", "mean")).reset_index()
+        g = g.assign(_hits=g["observed_first_pct"] / 100 * g["window_groups"]).groupby(
+            ["policy", "budget"], sort=False).agg(
+            seeds=("seed", "size"), steps=("window_steps", "first"), groups=("window_groups", "sum"),
+            hits=("_hits", "sum"), predicted=("predicted_pct", "mean"), source=("predicted_from", "first"),
+            plugin=("predicted_plugin_pct", "mean"), posterior=("predicted_posterior_pct", "mean"),
+            fresh=("predicted_fresh_pct", "mean"), overall=("observed_all_pct", "mean")).reset_index()
+        # Pooled over seeds: the observed share and its Wilson interval count every seed's groups.
+        observed = 100 * g["hits"] / g["groups"]
+        bounds = [stats.wilson_interval(o / 100, n, s.level) for o, n in zip(observed, g["groups"])]
+        lo, hi = (np.array([100 * b[i] for b in bounds]) for i in (0, 1))
         disp = pd.DataFrame({
-            "policy": g["policy"], "budget": g["budget"], "seeds": g["seeds"], "window steps": g["steps"],
-            "predicted %": g["predicted"].map(lambda x: _f(x, ".1f")),
-            "observed %": g["observed"].map(lambda x: _f(x, ".1f")),
-            f"{s.level:.0%} interval": [_interval_text(lo, hi, ".1f") for lo, hi in zip(g["lo"], g["hi"])],
-            "observed − predicted": (g["observed"] - g["predicted"]).map(lambda x: _f(x, "+.1f")),
-            "prediction inside": [("yes" if x == 1 else "no" if x == 0 else f"{x:.0%} of seeds") for x in g["inside"]],
-            "posterior pred. %": g["posterior"].map(lambda x: _f(x, ".1f")),
+            "policy": g["policy"], "budget": g["budget"], "seeds": g["seeds"], "groups": g["groups"].astype(int),
+            "predicted %": [f"{_f(x, '.1f')} ({src})" for x, src in zip(g["predicted"], g["source"])],
+            "observed %": observed.map(lambda x: _f(x, ".1f")),
+            f"{s.level:.0%} interval": [_interval_text(a, b, ".1f") for a, b in zip(lo, hi)],
+            "observed − predicted": (observed - g["predicted"]).map(lambda x: _f(x, "+.1f")),
+            "prediction inside": ["yes" if a <= p <= b else "no" for p, a, b in zip(g["predicted"], lo, hi)],
+            "plug-in %": g["plugin"].map(lambda x: _f(x, ".1f")),
+            "posterior %": g["posterior"].map(lambda x: _f(x, ".1f")),
+            "fresh %": g["fresh"].map(lambda x: _f(x, ".1f")),
             "observed, all steps %": g["overall"].map(lambda x: _f(x, ".1f")),
         })
         sections.append((f"{key[0]} · {key[1]}", disp, []))
-    note = (f"Share of GRPO groups (one prompt, G completions) whose rewards are not all equal. Predicted: mean over "
-            "the subset of 1 − pᴳ − (1 − p)ᴳ with p the item's base pass rate. Observed: mean of "
-            f"1 − frac_reward_zero_std over {window} (the policy is still close to the base model there), with a "
-            "Wilson interval over those steps' groups. Posterior prediction: the same with each p drawn from its "
-            "Beta(c + ½, K − c + ½) posterior, which allows 0/K and K/K items their occasional mixed group. "
-            "Observed, all steps: the paper's learnable %. Per-seed rows: the CSV.")
+    note = (f"Share of GRPO groups (one prompt, G completions) whose rewards are not all equal, observed as "
+            f"1 − frac_reward_zero_std over {window} (the first step samples the base model itself), pooled over "
+            "seeds, with a Wilson interval over those groups; and predicted as the mean over the subset of "
+            "E[1 − pᴳ − (1 − p)ᴳ]. Plug-in: p = the scored pass rate k/K (biased at the tails: the selection picked "
+            "items whose k/K erred towards its cut). Posterior: p under each item's empirical-Bayes posterior, the "
+            "pool's own Beta prior (fitted to every item's k of K) updated with the item's counts. Fresh: the same "
+            "posterior from new samples of the selected items (`scoring.verify_samples`), free of the selection's "
+            "winner's curse. The prediction leads with fresh where it exists, else posterior. Observed, all steps: "
+            "the paper's learnable %. Per-seed rows: the CSV.")
     _write_outputs(outs, table, "Learnable opportunities: predicted vs observed", note, sections)
 
 
@@ -205,3 +221,53 @@ def write_ood(runs: Listing, outs: list[str], settings: Analysis | dict) -> None
     if over.empty:
         note += " No dataset of this configuration lists out-of-distribution sets."
     _write_outputs(outs, per_seed, "Out-of-distribution accuracy", note, sections)
+
+
+@output("verdicts", "table", reads={"evals"})
+def write_verdicts(runs: Listing, outs: list[str], settings: Analysis | dict) -> None:
+    s = as_settings(settings)
+    table = verdict_table(runs, s)
+    sections = []
+    for key, g in _sections(table, PANEL + ["budget"]):
+        disp = pd.DataFrame({
+            "A": g["arm_a"], "B": g["arm_b"], "seeds": [f"{a}/{b}" for a, b in zip(g["seeds_a"], g["seeds_b"])],
+            "A %": g["acc_a"].map(_pct), "B %": g["acc_b"].map(_pct),
+            "A − B (pts)": g["diff_pts"].map(lambda x: _f(x, "+.1f")),
+            f"{s.level:.0%} interval": [_interval_text(lo, hi) for lo, hi in zip(g["diff_lo"], g["diff_hi"])],
+            "verdict": g["verdict"],
+            "best ckpt: A − B": [f"{_f(d, '+.1f')} {_interval_text(lo, hi)}"
+                                 for d, lo, hi in zip(g["best_diff_pts"], g["best_diff_lo"], g["best_diff_hi"])],
+            "best-ckpt verdict": g["best_verdict"],
+        })
+        ranks = rankings(g)
+        notes = ["Ranking (final checkpoint; arms share a rank unless distinguishable): "
+                 + ", ".join(f"{r['rank']}. {r['policy']} ({_pct(r['acc'])}%)" for _, r in ranks.iterrows()) + "."]
+        sections.append((_heading(key[:3]) + f" · budget {key[3]}", disp, notes))
+    note = (f"Every pair of policies trained on the same model, dataset and budget, on the same test items: the "
+            f"difference A − B in test accuracy (points) at the final checkpoint and at each seed's best checkpoint "
+            f"(chosen on the test set, so optimistic), with a {s.level:.0%} paired bootstrap interval that "
+            "resamples test items (shared by both arms) and, when an arm ran several seeds, its seeds (so "
+            "run-to-run variance counts). Verdict: A or B better when the interval excludes 0, else not "
+            "distinguishable. An arm's rank is 1 + the number of arms distinguishably better than it.")
+    _write_outputs(outs, table, "Which subset bought more: arm against arm", note, sections)
+
+
+def answer_sentences(verdicts: pd.DataFrame, level: float) -> list[str]:
+    """The answer, one sentence per model × dataset × budget (in distribution), from the verdict table."""
+    lines = []
+    own = verdicts[~verdicts["ood"].astype(bool)] if len(verdicts) else verdicts
+    for (model, dataset, _, budget), g in _sections(own, PANEL + ["budget"]):
+        ranks = rankings(g)
+        top, rest = ranks[ranks["rank"] == 1], ranks[ranks["rank"] > 1]
+        seeds = int(ranks["seeds"].min())
+        how = (f"at {level:.0%}, {seeds} seed{'s' if seeds > 1 else ''} per arm, paired intervals over test items"
+               + (" and seeds" if seeds > 1 else ""))
+        head = f"**{model} · {dataset} · budget {budget}** (base {_pct(ranks['base_acc'].iloc[0])}%): "
+        accs = ", ".join(f"{p} {_pct(a)}%" for p, a in zip(ranks["policy"], ranks["acc"]))
+        if rest.empty:
+            lines.append(head + f"no arm is distinguishably better than another ({how}; final accuracy {accs}).")
+            continue
+        leaders = " and ".join(top["policy"])
+        lines.append(head + f"{leaders} {'buys' if len(top) == 1 else 'buy'} the most, distinguishably more than "
+                     f"{', '.join(rest['policy'])} ({how}; final accuracy {accs}).")
+    return lines

@@ -11,7 +11,8 @@ from ..plan import Listing
 from ..settings import Analysis
 from ..loaders import BENCHMARKS
 from ..prepare import GENERATORS
-from .read import ARM, KEYS, _available, _base_items, _by_step, _eval_items, _read, _records, _sort_arms, as_settings
+from .read import (ARM, KEYS, _available, _base_items, _by_step, _eval_items, _policy_rank, _read, _records, _sort_arms,
+                   as_settings)
 
 def compare(base: np.ndarray, trained: np.ndarray, s: Analysis | dict) -> dict:
     """Base vs trained per-item scores on the same items: accuracies, gain and their intervals.
@@ -62,7 +63,7 @@ def summary_table(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
             "best_gain_pts": 100 * (float(by_step.max()) - c["base_acc"]),
             "rel_gain": c["rel_gain"], "rel_gain_lo": c["rel_gain_lo"], "rel_gain_hi": c["rel_gain_hi"],
             "learnable_pct": lr["observed_all_pct"],
-            "predicted_learnable_pct": 100 * stats.expected_learnable_share(subset["pass_rate"].to_numpy(), G),
+            "predicted_learnable_pct": lr["predicted_pct"],
         })
     return _sort_arms(pd.DataFrame(rows), ["seed"]).reset_index(drop=True)
 
@@ -89,25 +90,52 @@ def gains_over_seeds(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
 
 
 
-def _learnable_row(r: dict, runs: Listing, s: dict) -> dict:
+def _fresh_counts(runs: Listing, r) -> pd.DataFrame | None:
+    """The verification's fresh counts of this run's model and dataset (indexed by id), where it ran."""
+    path = next((v.path for v in runs.verify if (v.model, v.dataset) == (r.model, r.dataset)), None)
+    return _read(path, ["id", "n_samples", "n_correct"]).set_index("id") if path else None
+
+
+def _learnable_row(r, runs: Listing, s: Analysis) -> dict:
+    """Predicted learnable share of one run's subset three ways, and the share observed at the start of training.
+
+    plug-in: 1 − pᴳ − (1 − p)ᴳ at the scored pass rate; posterior: its expectation under each item's
+    empirical-Bayes posterior (the pool's fitted Beta prior updated with the item's k of K); fresh: the same
+    posterior from the verification's new samples instead of the scoring ones, which the selection did not pick on.
+    The table leads with fresh where it exists, else posterior.
+    """
     G = runs.num_generations
     groups = runs.prompts_per_step
-    subset = _read(r.subset, _available(r.subset, ["pass_rate", "n_samples", "n_correct"]))
-    predicted = stats.expected_learnable_share(subset["pass_rate"].to_numpy(), G)
-    posterior = (stats.posterior_learnable(subset["n_correct"].to_numpy(), subset["n_samples"].to_numpy(), G)
-                 if {"n_correct", "n_samples"} <= set(subset.columns) else np.nan)
+    cols = ["id", "pass_rate", "n_samples", "n_correct", "eb_prior_a", "eb_prior_b"]
+    subset = _read(r.subset, _available(r.subset, cols))
+    plugin = stats.expected_learnable_share(subset["pass_rate"].to_numpy(), G)
+    has_prior = {"eb_prior_a", "eb_prior_b", "n_correct", "n_samples"} <= set(subset.columns)
+    posterior = fresh = np.nan
+    if has_prior:
+        a0, b0 = subset["eb_prior_a"].to_numpy(float), subset["eb_prior_b"].to_numpy(float)
+        k, n = subset["n_correct"].to_numpy(float), subset["n_samples"].to_numpy(float)
+        posterior = float(np.mean(stats.expected_learnable_beta(a0 + k, b0 + n - k, G)))
+        fc = _fresh_counts(runs, r)
+        if fc is not None:
+            f = fc.reindex(subset["id"])
+            if f["n_samples"].notna().all():
+                kf, nf = f["n_correct"].to_numpy(float), f["n_samples"].to_numpy(float)
+                fresh = float(np.mean(stats.expected_learnable_beta(a0 + kf, b0 + nf - kf, G)))
+    lead, lead_name = (fresh, "fresh") if np.isfinite(fresh) else (posterior, "posterior") if np.isfinite(posterior) \
+        else (plugin, "plug-in")
     log = _read(r.log)
     learn = stats.learnable_from_log(log) if "frac_reward_zero_std" in log else pd.DataFrame(columns=["learnable"])
     n = stats.window_steps(len(learn), s.learnable_window)
     first = float(learn["learnable"].iloc[:n].mean()) if n else np.nan
-    lo, hi = stats.wilson_interval(first, n * groups if groups else 0, s.level)
+    lo, hi = stats.wilson_interval(first, n * groups, s.level)
     return {**{k: getattr(r, k) for k in KEYS}, "subset_size": len(subset), "G": G, "logged_steps": len(learn),
-            "window_steps": n, "window_groups": n * groups if groups else np.nan,
-            "predicted_pct": 100 * predicted, "predicted_posterior_pct": 100 * posterior,
+            "window_steps": n, "window_groups": n * groups,
+            "predicted_pct": 100 * lead, "predicted_from": lead_name, "predicted_plugin_pct": 100 * plugin,
+            "predicted_posterior_pct": 100 * posterior, "predicted_fresh_pct": 100 * fresh,
             "observed_first_pct": 100 * first, "observed_lo": 100 * lo, "observed_hi": 100 * hi,
             "observed_all_pct": 100 * float(learn["learnable"].mean()) if len(learn) else np.nan,
-            "diff_pts": 100 * (first - predicted),
-            "predicted_in_interval": bool(lo <= predicted <= hi) if np.isfinite(lo) else False}
+            "diff_pts": 100 * (first - lead),
+            "predicted_in_interval": bool(lo <= lead <= hi) if np.isfinite(lo) else False}
 
 
 def learnable_table(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
@@ -287,3 +315,86 @@ def curves(runs: Listing, settings: Analysis | dict | None = None) -> pd.DataFra
             rows.append({**dict(zip(ARM + ["evalset"], key)), "step": int(step), "n_seeds": len(recs),
                          "accuracy": float(mat.mean()), "lo": lo, "hi": hi})
     return _sort_arms(pd.DataFrame(rows), ["step"]).reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Arm against arm
+
+
+def _arms(runs: Listing) -> dict[tuple, dict[str, dict]]:
+    """Per (model, dataset, evalset, budget) and policy: per-item accuracy (seeds × items) at the final checkpoint
+    and at each seed's best checkpoint, on the items every arm shares."""
+    groups: dict[tuple, dict[str, list[dict]]] = {}
+    for rec in _records(runs):
+        r = rec["run"]
+        groups.setdefault((r.model, r.dataset, rec["evalset"], r.budget), {}).setdefault(r.policy, []).append(rec)
+    out = {}
+    for key, by_policy in groups.items():
+        ids = None
+        for recs in by_policy.values():
+            for rec in recs:
+                ids = rec["steps"].index if ids is None else ids.intersection(rec["steps"].index)
+        arms = {}
+        for policy, recs in by_policy.items():
+            steps = [rec["steps"].loc[ids] for rec in recs]
+            arms[policy] = {"final": np.stack([st[st.columns.max()].to_numpy() for st in steps]),
+                            "best": np.stack([st[st.mean().idxmax()].to_numpy() for st in steps]),
+                            "base": float(recs[0]["base"].loc[ids].mean()), "ood": recs[0]["ood"]}
+        out[key] = arms
+    return out
+
+
+def verdict_table(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
+    """Every pair of policies on the same model, dataset, test set and budget: the difference in final (and
+    best-checkpoint) accuracy, A − B in points, with a paired bootstrap interval over test items (and over each
+    arm's seeds when it has several), the verdict, and each arm's rank (1 + the arms distinguishably better)."""
+    s = as_settings(settings)
+    rows = []
+    for (model, dataset, evalset, budget), arms in _arms(runs).items():
+        names = sorted(arms, key=_policy_rank)
+        better: dict[tuple[str, str], bool] = {}
+        pair_rows = []
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                row = {"model": model, "dataset": dataset, "evalset": evalset, "budget": budget,
+                       "ood": arms[a]["ood"], "arm_a": a, "arm_b": b}
+                for which, prefix in (("final", ""), ("best", "best_")):
+                    d = stats.paired_difference_ci(arms[a][which], arms[b][which], s.n_boot, s.seed, s.level)
+                    v = stats.verdict(d["lo"], d["hi"])
+                    row.update({f"{prefix}acc_a": float(arms[a][which].mean()),
+                                f"{prefix}acc_b": float(arms[b][which].mean()), f"{prefix}diff_pts": d["diff_pts"],
+                                f"{prefix}diff_lo": d["lo"], f"{prefix}diff_hi": d["hi"],
+                                f"{prefix}verdict": {"A": f"{a} better", "B": f"{b} better"}.get(v, "not distinguishable")})
+                    if which == "final":
+                        better[(a, b)], better[(b, a)] = v == "A", v == "B"
+                        row.update(seeds_a=int(arms[a]["final"].shape[0]), seeds_b=int(arms[b]["final"].shape[0]),
+                                   n_items=int(arms[a]["final"].shape[1]))
+                pair_rows.append(row)
+        ranks = stats.rank_tiers({p: float(arms[p]["final"].mean()) for p in names}, better)
+        for row in pair_rows:
+            row.update(rank_a=ranks[row["arm_a"]], rank_b=ranks[row["arm_b"]], base_acc=arms[row["arm_a"]]["base"])
+        rows += pair_rows
+    cols = ["model", "dataset", "evalset", "budget", "ood", "arm_a", "arm_b", "seeds_a", "seeds_b", "n_items",
+            "base_acc", "acc_a", "acc_b", "diff_pts", "diff_lo", "diff_hi", "verdict", "rank_a", "rank_b",
+            "best_acc_a", "best_acc_b", "best_diff_pts", "best_diff_lo", "best_diff_hi", "best_verdict"]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame(rows)[cols]
+    # sort like the other tables (model, dataset, test set, arm A, budget), then by arm B
+    df = df.assign(policy=df["arm_a"], _rank_b=df["arm_b"].map(_policy_rank))
+    return _sort_arms(df, ["_rank_b"]).drop(columns=["policy", "_rank_b"]).reset_index(drop=True)
+
+
+def rankings(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """One row per arm of each comparison: its final accuracy and rank (ties share a rank)."""
+    rows = {}
+    for _, v in verdicts.iterrows():
+        key = (v["model"], v["dataset"], v["evalset"], v["budget"])
+        for side in ("a", "b"):
+            rows[(*key, v[f"arm_{side}"])] = {"model": key[0], "dataset": key[1], "evalset": key[2],
+                                              "budget": key[3], "ood": v["ood"], "policy": v[f"arm_{side}"],
+                                              "acc": v[f"acc_{side}"], "rank": v[f"rank_{side}"],
+                                              "seeds": v[f"seeds_{side}"], "base_acc": v["base_acc"]}
+    df = pd.DataFrame(list(rows.values()))
+    return df.sort_values(["model", "dataset", "evalset", "budget", "rank", "acc"], ascending=[1, 1, 1, 1, 1, 0],
+                          kind="stable").reset_index(drop=True) if len(df) else df
