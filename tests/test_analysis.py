@@ -282,15 +282,15 @@ def test_tiny_workflow_tables_figures_and_report(tmp_path):
     results = tmp_path / "results"
     args = ("--configfile", str(TINY), "--config", f"results={results}")
     snakemake(*args)
-    for name in ("accuracy_vs_checkpoint", "learnable_vs_step", "pass_rate_histogram", "accuracy_by_difficulty"):
+    for name in names("figure"):
         assert (results / f"figures/{name}.png").read_bytes()[:4] == b"\x89PNG"
         assert (results / f"figures/{name}.pdf").read_bytes()[:5] == b"%PDF-"
-    for table in ("learnable", "difficulty"):
+    for table in [t for t in names("table") if t != "ood"]:
         assert len(pd.read_csv(results / f"tables/{table}.csv")) > 0
         assert (results / f"tables/{table}.md").exists() and (results / f"tables/{table}.html").exists()
     assert not (results / "tables/ood.csv").exists()  # the tiny config lists no out-of-distribution sets
     learn = pd.read_csv(results / "tables/learnable.csv")
-    assert set(learn["policy"]) == {"hard", "random", "full"} and (learn["window_steps"] == 1).all()
+    assert set(learn["policy"]) == {"hard", "random", "full"} and (learn["window_steps"] == 3).all()  # the default
 
     # one table alone, from cached upstream outputs: only its own job runs
     (results / "tables/learnable.csv").unlink()
@@ -307,3 +307,21 @@ def test_tiny_workflow_tables_figures_and_report(tmp_path):
         assert name in page, name
     for caption in ("Learning curves", "Learnable opportunities", "What each policy bought", "Accuracy by difficulty"):
         assert caption in page, caption
+
+
+def test_the_answer_names_only_distinguishable_differences():
+    """hard > easy distinguishable, hard ≈ medium, medium ≈ easy: hard and medium share rank 1, and medium is not
+    said to beat easy."""
+    from grpo_budget.analysis.render import answer_sentences
+
+    def row(a, b, acc_a, acc_b, verdict):
+        return {"model": "m", "dataset": "d", "evalset": "d", "budget": "0.1", "ood": False, "arm_a": a, "arm_b": b,
+                "seeds_a": 2, "seeds_b": 2, "acc_a": acc_a, "acc_b": acc_b, "base_acc": 0.3, "verdict": verdict}
+
+    pairs = [row("hard", "medium", 0.50, 0.45, "not distinguishable"), row("hard", "easy", 0.50, 0.40, "hard better"),
+             row("medium", "easy", 0.45, 0.40, "not distinguishable")]
+    ranks = {"hard": 1, "medium": 1, "easy": 2}
+    table = pd.DataFrame([{**p, "rank_a": ranks[p["arm_a"]], "rank_b": ranks[p["arm_b"]]} for p in pairs])
+    (sentence,) = answer_sentences(table, 0.95)
+    assert "hard ranks first, distinguishably above easy, not distinguishable from medium" in sentence
+    assert "medium ranks first, above no arm distinguishably, not distinguishable from hard, easy" in sentence

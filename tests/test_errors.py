@@ -131,3 +131,23 @@ def test_a_truncated_subset_is_named_with_the_fix(tmp_path):
     out = cli("evaluate", "--model", str(tmp_path), "--test", str(test), "--manifest", str(manifest),
               "--settings", "{}", "--dataset", "{}", "--out", str(tmp_path / "e.parquet"))
     one_line_error(out, "manifest.json", "not readable JSON", "delete it")
+
+
+@pytest.mark.parametrize("change, needle", [
+    (lambda c: c.update(budgets=[100.0]), "budgets[0]"),
+    (lambda c: c["training"].update(gradient_accumulation_steps=3), "gradient_accumulation_steps"),
+    (lambda c: c["scoring"].update(verify_samples=4, verify_seed=0, seed=0), "verify_seed"),
+    (lambda c: c.update(policies=["tiers"]), "datasets.framearith.tiers"),
+    (lambda c: c["analysis"].update(learnable_window=2.0), "learnable_window"),
+])
+def test_settings_that_cannot_run_as_meant(tmp_path, change, needle):
+    cfg = copy.deepcopy(DEFAULT)
+    cfg.setdefault("analysis", {})
+    change(cfg)
+    refused(tmp_path, cfg, needle)
+
+
+def test_global_flags_before_a_passthrough_command(tmp_path):
+    out = cli("--threads", "1", "check-grader", "--dataset", "gsm8k",
+              env={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})
+    one_line_error(out, "openai/gsm8k")

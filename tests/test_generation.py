@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from grpo_budget import generation, prompts
+from grpo_budget.errors import UserError
 from grpo_budget.generation import Completion, Sampling
 
 

@@ -167,3 +167,10 @@ def test_read_parquet_names_a_broken_file(tmp_path, tiny_model_dir):
         io.read_parquet(good, columns=["prompt", "nope"])
     with pytest.raises(UserError, match=r"subset\.parquet is not a readable Parquet file"):
         run(tmp_path, broken, tiny_model_dir)  # training reads its subset through it
+
+
+def test_memory_knobs_do_not_change_the_fingerprint():
+    """Lowering memory use after an out-of-memory failure must resume, not retrain; the learning rate must not."""
+    base = training.trajectory_settings({})
+    assert training.trajectory_settings({"gradient_checkpointing": True, "vllm_gpu_memory_utilization": 0.2}) == base
+    assert training.trajectory_settings({"learning_rate": 5e-4}) != base

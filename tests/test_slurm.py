@@ -25,7 +25,7 @@ from grpo_budget import cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "profiles" / "slurm"
-GPU_RULES = ("score", "train", "evaluate_base", "evaluate")
+GPU_RULES = ("score", "verify", "train", "evaluate_base", "evaluate")
 CPU_RULES = ("prepare", "select", "bootstrap_model")
 # the local cluster: no GPUs; a 1-CPU controller job must leave room for the rule jobs
 LOCAL_ENV = {

@@ -183,11 +183,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if {"-v", "--verbose"} & set(argv) else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        if argv and argv[0] in PASSTHROUGH:
+        command = _command_index(argv)
+        if command is not None and argv[command] in PASSTHROUGH:
             import importlib
 
-            module, func = PASSTHROUGH[argv[0]]
-            rest = [x for x in argv[1:] if x != "--debug"]
+            module, func = PASSTHROUGH[argv[command]]
+            rest = [x for x in argv[command + 1:] if x != "--debug"]
             return int(getattr(importlib.import_module(f"grpo_budget.{module}"), func)(rest) or 0)
         args = parser().parse_args(argv)
         _threads(args.threads)
@@ -198,6 +199,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"grpo-budget: error: {_one_line(e)}", file=sys.stderr)
         return 2
     return 0
+
+
+def _command_index(argv: list[str]) -> int | None:
+    """Where the subcommand stands, past the global options (``--debug``, ``-v``, ``--threads N``)."""
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--threads":
+            i += 2
+        elif argv[i] in ("--debug", "-v", "--verbose") or argv[i].startswith("--threads="):
+            i += 1
+        else:
+            return i
+    return None
 
 
 def _one_line(e: BaseException) -> str:

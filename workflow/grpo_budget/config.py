@@ -143,6 +143,23 @@ def _check_semantics(cfg: dict) -> None:
         for i, other in enumerate(ds.get("ood", [])):
             if other not in datasets:
                 raise ConfigError(f"config field '{where}.ood[{i}]': unknown dataset {other!r}; allowed: {names}")
+    window = cfg["analysis"]["learnable_window"]
+    if isinstance(window, float) and window > 1:
+        raise ConfigError(f"config field 'analysis.learnable_window': {window} is neither a fraction in (0, 1] nor "
+                          f"a count; allowed: a count of steps without a decimal point ({int(window)})")
+    tr = cfg["training"]
+    if tr["prompts_per_step"] % tr["gradient_accumulation_steps"]:
+        raise ConfigError(f"config field 'training.gradient_accumulation_steps': {tr['gradient_accumulation_steps']} "
+                          f"does not divide training.prompts_per_step ({tr['prompts_per_step']}); allowed: a divisor")
+    sc = cfg["scoring"]
+    if sc["verify_samples"] and sc["verify_seed"] == sc["seed"]:
+        raise ConfigError(f"config field 'scoring.verify_seed': {sc['verify_seed']} equals scoring.seed, so the "
+                          "verification would repeat the scoring samples; allowed: any other seed")
+    if {"tiers", "random_matched"} & set(cfg["policies"]):
+        for name, ds in datasets.items():
+            if not ds.get("eval_only") and not ds.get("tiers"):
+                raise ConfigError(f"config field 'datasets.{name}.tiers' is required by policies tiers and "
+                                  "random_matched; allowed: {column: COLUMN, values: [...]}")
     trainable = [n for n, d in datasets.items() if not d.get("eval_only")]
     if not trainable:
         raise ConfigError("config field 'datasets': every dataset is eval_only; at least one must be trainable")
@@ -157,6 +174,9 @@ def _check_semantics(cfg: dict) -> None:
                 raise ConfigError(f"config field 'models.{mname}.bootstrap.dataset': {boot['dataset']!r} is not a "
                                   "builtin frame_arithmetic dataset; allowed: the frame_arithmetic datasets")
     for i, budget in enumerate(cfg["budgets"]):
+        if isinstance(budget, float) and budget > 1:  # JSON Schema counts 100.0 as an integer
+            raise ConfigError(f"config field 'budgets[{i}]': {budget} is neither a fraction in (0, 1] nor a count; "
+                              f"allowed: a count without a decimal point ({int(budget)}) or a fraction in (0, 1]")
         if isinstance(budget, int):
             for name in trainable:
                 size = pool_size(datasets[name])
@@ -172,7 +192,7 @@ def _check_inputs(cfg: dict) -> None:
 
     for mname, model in cfg["models"].items():
         path = model.get("path")
-        if path and _looks_local(path) and not Path(path).expanduser().exists():
+        if path and _looks_local(path) and not Path(path).exists():
             raise ConfigError(f"config field 'models.{mname}.path': {path!r} does not exist; allowed: a local "
                               "model folder or a hub id such as Qwen/Qwen3-4B")
     for name, ds in cfg["datasets"].items():
@@ -187,7 +207,7 @@ def _check_inputs(cfg: dict) -> None:
         files = ds.get("spec", {}).get("data_files")
         for f in (files.values() if isinstance(files, dict) else [files]) if files is not None else []:
             for one in [f] if isinstance(f, str) else f:
-                if "*" not in str(one) and not Path(one).expanduser().exists():
+                if "*" not in str(one) and not Path(one).exists():
                     raise ConfigError(f"config field '{where}.spec.data_files': {one!r} does not exist "
                                       f"(relative paths are read from {Path.cwd()}); allowed: existing files or folders")
         if ds.get("generator") == "frame_arithmetic":
@@ -219,7 +239,7 @@ def _check_inputs(cfg: dict) -> None:
 
 def _looks_local(path: str) -> bool:
     """A path rather than a hub id: absolute, relative with ./ or ../, ~, or its first part is a local folder."""
-    return path.startswith(("/", "./", "../", "~")) or Path(path).exists() or Path(path.split("/")[0]).is_dir()
+    return path.startswith(("/", "./", "../")) or Path(path).exists() or Path(path.split("/")[0]).is_dir()
 
 
 def pool_size(ds: dict) -> int | None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import prompts as P
+from .errors import UserError
 from .settings import Generation
 
 BACKENDS = ("transformers", "vllm")
@@ -190,7 +191,7 @@ def _vllm_llm() -> Any:
     try:
         from vllm import LLM
     except ImportError as e:  # depends on the machine
-        raise RuntimeError(
+        raise UserError(
             "generation backend 'vllm' was selected but vLLM is not installed; install the GPU extra "
             "(pip install 'grpo-budget[gpu]') on a CUDA machine, or set backend: transformers"
         ) from e
@@ -243,7 +244,7 @@ def make_generator(backend: str, model: str, *, device: str | None = None,
 def from_settings(model: str, g: Generation) -> Generator:
     """The generator a scoring or evaluation job's settings ask for."""
     return make_generator(g.backend, model, batch_size=g.batch_size, template_kwargs=g.chat_template_kwargs,
-                          max_lora_rank=g.max_lora_rank, **g.backend_kwargs)
+                          **{"max_lora_rank": g.max_lora_rank, **g.backend_kwargs})
 
 
 def default_device() -> str:

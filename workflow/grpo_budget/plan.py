@@ -5,12 +5,14 @@ things up here.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
+from .errors import UserError
 from .io import read_json, write_text
 from .selection import fixed_size
 
@@ -30,7 +32,7 @@ PATTERNS = {
     "run_eval": f"{RUN_DIR}/eval/{{evalset}}.parquet",
     "base_eval": "base/{model}/{evalset}.parquet",
     "verify": "verify/{model}/{dataset}.parquet",
-    "listing": "plan/listing.json",
+    "listing": "plan/listing-{digest}.json",  # named by its content: a new plan never overwrites a running one
     "summary_csv": "summary.csv",
     "summary_md": "summary.md",
     "summary_seeds": "tables/gains_over_seeds.csv",
@@ -65,7 +67,7 @@ def format_budget(budget: float | int) -> str:
 def parse_budget(label: str) -> float | int:
     """The budget a label stands for: ``"0.1"`` → 0.1 (fraction), ``"100"`` → 100 (count), ``"all"`` → 1.0."""
     if not re.fullmatch(BUDGET_REGEX, label):
-        raise ValueError(f"not a budget label: {label!r}")
+        raise UserError(f"not a budget label: {label!r}; allowed: {FULL_LABEL}, a count (100) or a fraction (0.1)")
     if label == FULL_LABEL:
         return 1.0
     return float(label) if any(c in label for c in ".eE") else int(label)
@@ -206,10 +208,13 @@ def subsets_of(config: dict, model: str, dataset: str) -> list[str]:
 
 
 def write_listing(config: dict) -> str:
-    """Write the listing file (only when its content changed, so that an unchanged plan re-runs nothing)."""
-    path = Path(paths(config["results"]).listing)
+    """Write the listing file, named by a hash of its content: an unchanged plan finds it and re-runs nothing, a
+    changed one gets a new file (the aggregate jobs' input changes, so they re-run), and a dry run of another
+    plan never touches the file a running workflow reads."""
     text = listing(config).to_json() + "\n"
-    if not path.exists() or path.read_text() != text:
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    path = Path(paths(config["results"]).listing.format(digest=digest))
+    if not path.exists():
         write_text(text, path)
     return str(path)
 
@@ -267,8 +272,10 @@ def generation_settings(config: dict, section: str, model: str, evalset: str | N
         for key in ("num_samples", "max_new_tokens"):
             s[key] = s.get(f"ood_{key}", s[key])
     s = {k: v for k, v in s.items() if not k.startswith("ood_")}
+    if config["backend"] == "vllm":  # vLLM sizes its LoRA slots up front; other backends need no bound
+        s["max_lora_rank"] = config["training"]["lora"]["r"]
     return dict(s, backend=config["backend"], backend_kwargs=config["backend_kwargs"],
-                max_lora_rank=config["training"]["lora"]["r"], **_template_kwargs(config, model))
+                **_template_kwargs(config, model))
 
 
 def training_settings(config: dict, model: str) -> dict:

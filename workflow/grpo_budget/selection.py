@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .errors import UserError
+
 
 @dataclass(frozen=True)
 class Pool:
@@ -51,9 +53,9 @@ def _medium(pool: Pool, n: int) -> np.ndarray:
 def in_tiers(scores: pd.DataFrame, tiers: dict | None) -> np.ndarray:
     """Mask of the items whose ``tiers["column"]`` is one of ``tiers["values"]``."""
     if not tiers:
-        raise ValueError("policies tiers and random_matched need the dataset's `tiers: {column, values}`")
+        raise UserError("policies tiers and random_matched need the dataset's `tiers: {column, values}`")
     if tiers["column"] not in scores.columns:
-        raise ValueError(f"tiers column {tiers['column']!r} is not in the pool; allowed: {', '.join(scores.columns)}")
+        raise UserError(f"tiers column {tiers['column']!r} is not in the pool; allowed: {', '.join(scores.columns)}")
     return scores[tiers["column"]].isin(tiers["values"]).to_numpy()
 
 

@@ -130,7 +130,14 @@ def trajectory_settings(settings: dict) -> dict:
     no_warmup = float(s["warmup_ratio"]) == 0
     ignores_max_steps = schedule == "constant" or (schedule == "constant_with_warmup" and no_warmup)
     dropped = {"save_steps", "max_steps"} if ignores_max_steps else {"save_steps"}
+    # Memory knobs change how a step is computed, not what it computes: lowering them after an out-of-memory
+    # failure must resume, not retrain.
+    dropped |= {"gradient_checkpointing", "vllm_gpu_memory_utilization"}
     return {k: v for k, v in s.items() if k not in dropped}
+
+
+# The parts of a dataset entry that shape training beyond the subset's rows: the prompt and the reward.
+DATASET_FINGERPRINT = ("source", "benchmark", "generator", "prompt", "grading")
 
 
 def subset_digest(subset: pd.DataFrame) -> dict:
@@ -184,12 +191,12 @@ def _hub_revision(model_id: str) -> str | None:
 
 def fingerprint(subset: pd.DataFrame, model_path: str, settings: dict, dataset: dict, seed: int) -> dict:
     """``{"fingerprint": hash, "parts": {...}}`` of everything that determines the training trajectory: subset
-    content, model, trajectory settings, the dataset entry (prompt and grading shape the reward) and the seed."""
+    content, model, trajectory settings, the dataset's prompt and grading (they shape the reward) and the seed."""
     parts = {
         "subset": subset_digest(subset),
         "model": model_digest(model_path),
         "training": trajectory_settings(settings),
-        "dataset": dataset,
+        "dataset": {k: dataset[k] for k in DATASET_FINGERPRINT if k in dataset},
         "seed": seed,
     }
     parts = json.loads(json.dumps(parts, sort_keys=True, default=str))  # compare as read back from JSON

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import UserError
 from ..plan import Listing
 from ..settings import Analysis
 from . import figures, render  # noqa: F401  (their functions register themselves in OUTPUTS)
@@ -33,7 +34,7 @@ __all__ = ["OUTPUTS", "run", "curves", "difficulty_table", "gains_over_seeds", "
 def run(name: str, listing: Listing | str | Path, outs: list[str], settings: Analysis | dict | None) -> None:
     """Write the output ``name`` of :data:`OUTPUTS` to ``outs`` (a figure: each path in its own format)."""
     if name not in OUTPUTS:
-        raise ValueError(f"unknown aggregate output {name!r}; allowed: {', '.join(OUTPUTS)}")
+        raise UserError(f"unknown aggregate output {name!r}; allowed: {', '.join(OUTPUTS)}")
     if not isinstance(listing, Listing):
         listing = Listing.read(listing)
     OUTPUTS[name].make(listing, list(outs), as_settings(settings))

@@ -16,7 +16,7 @@ from ..settings import Analysis
 from .outputs import output
 from .read import PANEL, _available, _label, _policy_rank, _read, as_settings
 from .render import _heading, _sections
-from .tables import curves, difficulty_table, verdict_table
+from .tables import _learnable_row, curves, difficulty_table, verdict_table
 
 BUDGET_STYLES = ["-", "--", ":", "-."]
 
@@ -84,7 +84,7 @@ def figure_accuracy(runs: Listing, outs: Sequence[str], settings: Analysis | dic
     _save_figure(fig, outs)
 
 
-@output("learnable_vs_step", "figure", reads={"logs", "subsets"})
+@output("learnable_vs_step", "figure", reads={"logs", "subsets", "verify"})
 def figure_learnable(runs: Listing, outs: Sequence[str], settings: Analysis | dict) -> None:
     """Share of groups with non-zero reward std per step (observed, mean over seeds) and the prediction."""
     s = as_settings(settings)
@@ -107,9 +107,8 @@ def figure_learnable(runs: Listing, outs: Sequence[str], settings: Analysis | di
             ax.plot(per_step.index, 100 * per_step, color=st["color"], alpha=0.3, lw=1)
             ax.plot(per_step.index, 100 * per_step.expanding().mean(), lw=2, **st,
                     label=f"{policy} @ {budget}" + (f" ({len(group)} seeds)" if len(group) > 1 else ""))
-            p = np.mean([stats.expected_learnable_share(_read(r.subset, ["pass_rate"])["pass_rate"].to_numpy(), G)
-                         for r in group])
-            ax.axhline(100 * p, color=st["color"], ls=(0, (4, 3)), lw=1)
+            p = np.mean([_learnable_row(r, runs, s)["predicted_pct"] for r in group])  # the table's lead prediction
+            ax.axhline(p, color=st["color"], ls=(0, (4, 3)), lw=1)
         if window:
             ax.axvspan(0.5, window + 0.5, color="0.85", alpha=0.5, lw=0, zorder=0)
         ax.set(title=f"{model} · {dataset}", xlabel="training step", ylabel="groups with reward std > 0 (%)",

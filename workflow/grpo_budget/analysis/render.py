@@ -82,7 +82,7 @@ def _heading(key: tuple) -> str:
     return f"{model} · trained on {dataset} · tested on {evalset} ({where})"
 
 
-@output("summary", "summary", reads={"evals", "logs", "subsets"})
+@output("summary", "summary", reads={"evals", "logs", "subsets", "verify"})
 def write_summary(runs: Listing, outs: list[str], settings: Analysis | dict) -> None:
     """``outs``: summary CSV (per seed), Markdown, and optionally the over-seeds CSV and an HTML page."""
     s = as_settings(settings)
@@ -253,21 +253,26 @@ def write_verdicts(runs: Listing, outs: list[str], settings: Analysis | dict) ->
 
 
 def answer_sentences(verdicts: pd.DataFrame, level: float) -> list[str]:
-    """The answer, one sentence per model × dataset × budget (in distribution), from the verdict table."""
+    """The answer, one sentence per model × dataset × budget (in distribution), from the verdict table: the
+    first-ranked arms, and for each the arms it is distinguishably better than and those it cannot be told from."""
     lines = []
     own = verdicts[~verdicts["ood"].astype(bool)] if len(verdicts) else verdicts
     for (model, dataset, _, budget), g in _sections(own, PANEL + ["budget"]):
         ranks = rankings(g)
-        top, rest = ranks[ranks["rank"] == 1], ranks[ranks["rank"] > 1]
         seeds = int(ranks["seeds"].min())
         how = (f"at {level:.0%}, {seeds} seed{'s' if seeds > 1 else ''} per arm, paired intervals over test items"
                + (" and seeds" if seeds > 1 else ""))
-        head = f"**{model} · {dataset} · budget {budget}** (base {_pct(ranks['base_acc'].iloc[0])}%): "
         accs = ", ".join(f"{p} {_pct(a)}%" for p, a in zip(ranks["policy"], ranks["acc"]))
-        if rest.empty:
-            lines.append(head + f"no arm is distinguishably better than another ({how}; final accuracy {accs}).")
-            continue
-        leaders = " and ".join(top["policy"])
-        lines.append(head + f"{leaders} {'buys' if len(top) == 1 else 'buy'} the most, distinguishably more than "
-                     f"{', '.join(rest['policy'])} ({how}; final accuracy {accs}).")
+        head = f"**{model} · {dataset} · budget {budget}** (base {_pct(ranks['base_acc'].iloc[0])}%): "
+        clauses = []
+        for leader in ranks.loc[ranks["rank"] == 1, "policy"]:
+            mine = g[(g["arm_a"] == leader) | (g["arm_b"] == leader)]
+            other = np.where(mine["arm_a"] == leader, mine["arm_b"], mine["arm_a"])
+            beats = [o for o, v in zip(other, mine["verdict"]) if v == f"{leader} better"]
+            ties = [o for o, v in zip(other, mine["verdict"]) if v == "not distinguishable"]
+            clause = f"{leader} ranks first"
+            clause += f", distinguishably above {', '.join(beats)}" if beats else ", above no arm distinguishably"
+            clause += f", not distinguishable from {', '.join(ties)}" if ties else ""
+            clauses.append(clause)
+        lines.append(head + "; ".join(clauses) + f" ({how}; final accuracy {accs}).")
     return lines

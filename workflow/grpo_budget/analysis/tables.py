@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
+from ..errors import UserError
 from ..plan import Listing
 from ..settings import Analysis
 from ..loaders import BENCHMARKS
@@ -192,7 +193,8 @@ def tiers(test: pd.DataFrame, base: pd.DataFrame, how: str) -> tuple[pd.Series, 
         order = [o for o in order if (tier == o).any()]
         return tier.rename("tier"), order, "base pass rate"
     if how not in test.columns:
-        raise ValueError(f"stratify_by: the test set has no column {how!r} (columns: {', '.join(test.columns)})")
+        raise UserError(f"analysis.stratify_by: the test set has no column {how!r}; allowed: auto, base_pass_rate, "
+                        f"or one of {', '.join(test.columns)}")
     col = test.set_index("id")[how]
     known = col.dropna()
     if known.nunique() <= 8:
