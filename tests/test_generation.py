@@ -37,7 +37,7 @@ def test_unknown_backend():
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
 def test_vllm_backend_without_vllm_fails_clearly():
-    with pytest.raises(RuntimeError, match="vLLM is not installed"):
+    with pytest.raises(UserError, match="vLLM is not installed"):
         generation.make_generator("vllm", "some/model")
 
 
