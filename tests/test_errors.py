@@ -100,7 +100,8 @@ def test_validate_config_on_a_yaml_syntax_error(tmp_path):
 
 def test_a_missing_input_file(tmp_path):
     one_line_error(cli("select", "--scores", str(tmp_path / "nope.parquet"), "--policy", "hard", "--budget", "0.1",
-                       "--seed", "0", "--out", str(tmp_path / "s.parquet")), "nope.parquet", "does not exist")
+                       "--rounding", "half_up", "--seed", "0", "--out", str(tmp_path / "s.parquet")),
+                   "nope.parquet", "does not exist")
 
 
 def test_check_grader_without_network_names_the_way_out(tmp_path):
@@ -122,7 +123,7 @@ def test_a_truncated_subset_is_named_with_the_fix(tmp_path):
     pd.DataFrame({"id": ["a"], "pass_rate": [0.5]}).to_parquet(path)
     path.write_bytes(path.read_bytes()[:40])
     out = cli("select", "--scores", str(path), "--policy", "hard", "--budget", "1", "--seed", "0",
-              "--out", str(tmp_path / "s.parquet"))
+              "--rounding", "half_up", "--out", str(tmp_path / "s.parquet"))
     one_line_error(out, "subset.parquet", "not a readable Parquet file", "delete it")
     test = tmp_path / "test.parquet"
     pd.DataFrame({"id": ["a"], "prompt": ["q"], "answer": ["1"], "answer_type": ["number"]}).to_parquet(test)

@@ -388,3 +388,16 @@ def test_check_grader_maps_fields_from_the_command_line(tmp_path, capsys):
         main(argv)
     assert main(argv + ["--field", "question=text"]) == 0
     assert "100.00%" in capsys.readouterr().out
+
+
+def test_aime_part_from_a_local_column_filters_like_the_hub_config(tmp_path):
+    """Paper 1 evaluates on AIME 2025-I only: `filter: {part: AIME2025-I}` selects it from a local copy too."""
+    from grpo_budget.prepare import apply_filter
+
+    rows = [{"problem": f"P{i}", "answer": str(i), "id": i, "contest": "AIME2025-I" if i < 15 else "AIME2025-II"}
+            for i in range(30)]
+    path = _jsonl(tmp_path / "aime.jsonl", rows)
+    test = load_benchmark("aime2025", {"data_files": path, "fields": {"part": "contest"},
+                                       "cache_dir": str(tmp_path / "c")}, 0)["test"]
+    first = apply_filter(test, {"part": "AIME2025-I"})
+    assert len(test) == 30 and len(first) == 15 and set(first["answer"]) == {str(i) for i in range(15)}

@@ -98,3 +98,11 @@ def test_tiers_and_size_matched_random_control():
         select(df, "tiers", 1.0, 0, None)
     with pytest.raises(ValueError, match="not in the pool"):
         select(df, "tiers", 1.0, 0, {"column": "type", "values": [1]})
+
+
+def test_floor_rounding_as_paper_one():
+    """Paper 1 buys int(0.1 * N): BBH's 125-item pool gives 12 under floor, 13 rounded half up."""
+    assert budget_size(0.1, 125, "floor") == 12 and budget_size(0.1, 125) == 13
+    assert budget_size(0.1, 7473, "floor") == 747 and budget_size(0.05, 10, "floor") == 1  # never below one
+    df = pool(np.linspace(0, 1, 125))
+    assert len(select(df, "hard", 0.1, 0, rounding="floor")) == 12

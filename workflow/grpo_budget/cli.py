@@ -66,7 +66,7 @@ def cmd_select(a: argparse.Namespace) -> None:
 
     scores = read_parquet(a.scores)
     cols = [c for c in scores.columns if c not in ("samples", "correct", "format_ok")]
-    write_parquet(select(scores[cols], a.policy, parse_budget(a.budget), a.seed, a.tiers), a.out)
+    write_parquet(select(scores[cols], a.policy, parse_budget(a.budget), a.seed, a.tiers, a.rounding), a.out)
 
 
 def cmd_train(a: argparse.Namespace) -> None:
@@ -140,6 +140,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--policy", required=True)
     s.add_argument("--budget", required=True, help='"0.1" (fraction) or "100" (count)')
     s.add_argument("--seed", type=int, required=True)
+    s.add_argument("--rounding", choices=["half_up", "floor"], required=True, help="config budget_rounding")
     s.add_argument("--tiers", type=_json, default=None, help='the dataset\'s tiers, e.g. {"column": "level", "values": [1, 2]}')
     s.add_argument("--out", required=True)
     s.set_defaults(func=cmd_select)

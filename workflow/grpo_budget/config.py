@@ -230,7 +230,7 @@ def _check_inputs(cfg: dict) -> None:
             size = pool_size(ds)
             if ds.get("eval_only") or (size is None and not isinstance(budget, int)):
                 continue
-            n = budget if isinstance(budget, int) else budget_size(budget, size)
+            n = budget if isinstance(budget, int) else budget_size(budget, size, cfg["budget_rounding"])
             if n < per_step:
                 raise ConfigError(f"config field 'budgets[{i}]': {budget} buys {n} item(s) of dataset {name!r}, "
                                   f"fewer than one training step needs (training.prompts_per_step = {per_step}); "

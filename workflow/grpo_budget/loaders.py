@@ -424,7 +424,10 @@ def _aime(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
             "solution": solutions,
         }
     )
-    if "_config" in frame.columns:
+    part = _column(frame, fields, "part")  # AIME 2025-I or -II: a column of local copies, or the hub config
+    if part is not None:
+        out["part"] = part.astype(str).to_numpy()
+    elif "_config" in frame.columns:
         out["part"] = frame["_config"].astype(str).to_numpy()
     return out
 

@@ -86,8 +86,12 @@ def fixed_size(policy: str) -> bool:
     return POLICIES[policy].size is not None
 
 
-def budget_size(budget: float | int, pool_size: int) -> int:
-    """Items a budget buys: an int is a count, a float in (0, 1] a fraction of the pool (rounded half up, ≥ 1)."""
+ROUNDING = {"half_up": lambda x: math.floor(x + 0.5), "floor": math.floor}
+
+
+def budget_size(budget: float | int, pool_size: int, rounding: str = "half_up") -> int:
+    """Items a budget buys: an int is a count, a float in (0, 1] a fraction of the pool, rounded by ``rounding``
+    (``half_up``, or ``floor`` as paper 1's ``int(0.1 * N)``), never below one item."""
     if isinstance(budget, bool):
         raise ValueError(f"budget must be a number, got {budget!r}")
     if isinstance(budget, int):
@@ -96,7 +100,7 @@ def budget_size(budget: float | int, pool_size: int) -> int:
         return budget
     if not 0 < budget <= 1:
         raise ValueError(f"budget fraction {budget} is outside (0, 1]")
-    return max(1, min(pool_size, math.floor(budget * pool_size + 0.5)))
+    return max(1, min(pool_size, ROUNDING[rounding](budget * pool_size)))
 
 
 def difficulty_order(pass_rates: np.ndarray, seed: int) -> np.ndarray:
@@ -106,8 +110,8 @@ def difficulty_order(pass_rates: np.ndarray, seed: int) -> np.ndarray:
     return shuffled[np.argsort(np.asarray(pass_rates)[shuffled], kind="stable")]
 
 
-def select(scores: pd.DataFrame, policy: str, budget: float | int, seed: int, tiers: dict | None = None
-           ) -> pd.DataFrame:
+def select(scores: pd.DataFrame, policy: str, budget: float | int, seed: int, tiers: dict | None = None,
+           rounding: str = "half_up") -> pd.DataFrame:
     """The rows of ``scores`` that ``policy`` buys (see :data:`POLICIES`), with ``rank`` (1 = hardest in the pool)."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; allowed: {', '.join(POLICIES)}")
@@ -118,7 +122,7 @@ def select(scores: pd.DataFrame, policy: str, budget: float | int, seed: int, ti
     rank[order] = np.arange(1, n_pool + 1)
     pool = Pool(scores, order, seed, tiers)
     spec = POLICIES[policy]
-    n = spec.size(pool) if spec.size else budget_size(budget, n_pool)
+    n = spec.size(pool) if spec.size else budget_size(budget, n_pool, rounding)
     chosen = spec.choose(pool, n)
     out = scores.iloc[chosen].copy()
     out.insert(1, "rank", rank[chosen])

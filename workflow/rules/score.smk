@@ -33,6 +33,7 @@ rule select:
         P.subset,
     params:
         tiers=lambda wc: as_json(config["datasets"][wc.dataset].get("tiers")),
+        rounding=config["budget_rounding"],
     log:
         log_file("select", "{model}_{dataset}_{policy}_b{budget}_s{seed}"),
     benchmark:
@@ -41,7 +42,7 @@ rule select:
         "../../envs/grpo-budget.yaml"
     shell:
         "grpo-budget select --scores {input:q} --policy {wildcards.policy} --budget {wildcards.budget}"
-        " --seed {wildcards.seed} --tiers {params.tiers:q} --out {output:q} > {log:q} 2>&1"
+        " --seed {wildcards.seed} --rounding {params.rounding} --tiers {params.tiers:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule verify:
