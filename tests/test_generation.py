@@ -59,3 +59,11 @@ def test_parse_vllm_output():
         SimpleNamespace(text="7 0 5 4", token_ids=[5, 6, 7, 9], finish_reason="length", stop_reason=None),
     ])
     assert generation.parse_vllm_output(out) == [Completion("7 0 = 0", 4, True), Completion("7 0 5 4", 4, False)]
+
+
+def test_prompt_template_puts_the_question_in_verbatim():
+    """Paper 1's GSM8K prompt: "{question}.\\nPut your final answer within \\boxed{}." as one user message."""
+    template = "{question}.\nPut your final answer within \\boxed{}."
+    assert prompts.build("What is 2+2", template=template) == "What is 2+2.\nPut your final answer within \\boxed{}."
+    assert prompts.build("Q", "ignored", chat=True, template=template)[0]["content"].startswith("Q.\nPut")
+    assert prompts.build("Q", "Answer.") == "Q\n\nAnswer."  # the instruction form is unchanged

@@ -12,9 +12,13 @@ from typing import Any, Union
 Prompt = Union[str, list[dict[str, str]]]
 
 
-def build(question: str, instruction: str = "", chat: bool = False) -> Prompt:
-    """The question with the dataset's instruction appended; as one user message when ``chat``."""
-    text = f"{question}\n\n{instruction}" if instruction else question
+def build(question: str, instruction: str = "", chat: bool = False, template: str | None = None) -> Prompt:
+    """The question with the dataset's instruction appended, or put into ``template`` at ``{question}`` (every other
+    character verbatim, so ``\\boxed{}`` needs no escaping); as one user message when ``chat``."""
+    if template is not None:
+        text = template.replace("{question}", question)
+    else:
+        text = f"{question}\n\n{instruction}" if instruction else question
     return [{"role": "user", "content": text}] if chat else text
 
 
@@ -29,7 +33,7 @@ def for_dataset(dataset: dict, questions: list[str], tokenizer: Any) -> list[Pro
         bench = BENCHMARKS.get(dataset.get("benchmark", ""))
         instruction = bench.instruction if bench else ""
     chat = use_chat(tokenizer, p.get("chat_template", "auto"))
-    return [build(q, instruction, chat) for q in questions]
+    return [build(q, instruction, chat, p.get("template")) for q in questions]
 
 
 def use_chat(tokenizer: Any, setting: bool | str) -> bool:
