@@ -326,6 +326,123 @@ def test_reward_function_trl_style():
     assert toy(["7 0 5 4 = 4", "7 0 5 4 = 5"], ["4", "4"]) == [1.0, 0.0]
 
 
+# --------------------------------------------------------------------------- paper mode
+# Paper 1 (Pikus et al. 2025, Pikus16/grpo_difficulty): last match of r'\\boxed\{(.*?)\}',
+# then int(content) == gold (GSM8K) or content == gold (BBH), applied here to the completion alone.
+
+
+def paper(completion, gold, answer_type):
+    return grade(completion, gold, answer_type, mode="paper")
+
+
+@pytest.mark.parametrize(
+    "completion, gold, correct, format_ok",
+    [
+        (r"\boxed{18}", "18", True, True),
+        (r"So she makes \boxed{18} dollars.", "18", True, True),
+        (r"\boxed{ 18 }", "18", True, True),  # int(" 18 ") == 18: int() itself strips whitespace
+        (r"\boxed{-3}", "-3", True, True),
+        (r"\boxed{17}", "18", False, True),  # a wrong integer is a wrong answer, not a format failure
+        (r"\boxed{\$18}", "18", False, False),  # int() fails
+        (r"\boxed{$18}", "18", False, False),
+        (r"\boxed{18.0}", "18", False, False),
+        (r"\boxed{1,000}", "1000", False, False),
+        (r"\boxed{18 dollars}", "18", False, False),
+        (r"\boxed{\text{18}}", "18", False, False),  # the regex stops at the first "}": "\text{18"
+        (r"\boxed{}", "18", False, False),
+        ("The answer is 18.", "18", False, False),  # no box: wrong and a format failure
+        ("#### 18", "18", False, False),
+        ("", "18", False, False),
+        (r"\boxed{1000}", "1,000", True, True),  # gold read like the paper's: commas removed, int()
+    ],
+)
+def test_paper_number(completion, gold, correct, format_ok):
+    g = paper(completion, gold, "number")
+    assert (g.correct, g.format_ok) == (correct, format_ok), g
+
+
+def test_paper_number_last_box_wins():
+    assert paper(r"first \boxed{17}, no wait: \boxed{18}", "18", "number").correct
+    assert not paper(r"first \boxed{18}, no wait: \boxed{17}", "18", "number").correct
+    # the last box decides even when only an earlier one is readable
+    g = paper(r"\boxed{18} so the total is \boxed{\$18}", "18", "number")
+    assert (g.correct, g.format_ok) == (False, False)
+    # paper's regex: an unclosed last box is no match, so the earlier closed box counts
+    assert paper(r"\boxed{18} and then \boxed{19", "18", "number").correct
+    # and \fbox is not a box for it
+    assert not paper(r"\fbox{18}", "18", "number").format_ok
+
+
+def test_paper_differs_from_strict():
+    assert ok(r"\boxed{\$18}", "18", "number", mode="strict")
+    assert not ok(r"\boxed{\$18}", "18", "number", mode="paper")
+    assert ok(r"\boxed{18.0}", "18", "number", mode="strict")
+    assert not ok(r"\boxed{18.0}", "18", "number", mode="paper")
+    assert ok(r"\boxed{G}", "(G)", "option", mode="strict")
+    assert not ok(r"\boxed{G}", "(G)", "option", mode="paper")
+
+
+@pytest.mark.parametrize(
+    "completion, correct, format_ok",
+    [
+        (r"So the answer is \boxed{(G)}.", True, True),
+        (r"Option \boxed{(A)} looked right, but \boxed{(G)}", True, True),  # last box wins
+        (r"\boxed{(G)} hmm, actually \boxed{(A)}", False, True),
+        (r"\boxed{(B)}", False, True),
+        (r"\boxed{G}", False, False),
+        (r"\boxed{\text{(G)}}", False, False),
+        (r"\boxed{ (G) }", False, False),  # no stripping for options
+        (r"\boxed{(G) pink ball}", False, False),
+        (r"\boxed{(g)}", False, False),
+        ("So the answer is (G).", False, False),  # no box
+        ("", False, False),
+    ],
+)
+def test_paper_option(completion, correct, format_ok):
+    g = paper(completion, "(G)", "option")
+    assert (g.correct, g.format_ok) == (correct, format_ok), g
+
+
+def test_paper_option_reads_the_completion_alone():
+    # Paper 1's evaluation ran its regex over prompt+completion, where the prompt's
+    # example "\boxed{(A)}" could stand in for a boxless completion; we do not.
+    g = paper("Bob ends with the ball (A).", "(A)", "option")
+    assert (g.correct, g.format_ok) == (False, False)
+
+
+def test_paper_math_is_strict():
+    for text, gold in [
+        (r"\boxed{\frac{1}{2}}", "0.5"),
+        (r"\boxed{\dfrac{3}{4}}", r"\frac34"),
+        ("The final answer is $3$.", "3"),
+        (r"so \boxed{}", "3"),
+        (r"\boxed{\pi} then \boxed{1}", r"\pi"),
+    ]:
+        assert grade(text, gold, "math", mode="paper") == grade(text, gold, "math", mode="strict")
+
+
+def test_paper_reward_function_uses_the_same_rule():
+    numbers = [r"\boxed{18}", r"\boxed{ 18 }", r"\boxed{\$18}", r"\boxed{18.0}", r"\boxed{17} \boxed{18}",
+               r"\boxed{18} \boxed{17}", "The answer is 18."]
+    golds = ["18"] * len(numbers)
+    f = make_reward_function("number", mode="paper")
+    expected = [1.0 if g.correct else 0.0 for g in grade_many(numbers, golds, "number", mode="paper")]
+    assert expected == [1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0]
+    assert f(numbers, answer=golds) == expected
+    assert f([[{"role": "assistant", "content": c}] for c in numbers], answer=golds) == expected
+
+    options = [r"\boxed{(G)}", r"\boxed{G}", r"\boxed{\text{(G)}}", r"\boxed{(A)} \boxed{(G)}", "(G)"]
+    f = make_reward_function("option", mode="paper")
+    assert f(options, answer=["(G)"] * len(options)) == [1.0, 0.0, 0.0, 1.0, 0.0]
+    assert make_reward_function("option", mode="strict")(options, answer=["(G)"] * 5) == [1.0, 1.0, 1.0, 1.0, 0.0]
+
+
+def test_paper_pattern_override():
+    # the user pattern replaces the box regex; the paper's comparison still applies
+    assert ok("7 0 5 4 = 4", "4", "number", mode="paper", pattern=r"=\s*(\S+)")
+    assert not ok("7 0 5 4 = 4.0", "4", "number", mode="paper", pattern=r"=\s*(\S+)")
+
+
 # --------------------------------------------------------------------------- property
 
 
@@ -343,7 +460,7 @@ def test_reward_function_trl_style():
     ),
     gold=st.sampled_from(["1", "(C)", "-2.5", r"\frac{1}{2}", "1,000", ""]),
     answer_type=st.sampled_from(ANSWER_TYPES),
-    mode=st.sampled_from(["strict", "lenient"]),
+    mode=st.sampled_from(["strict", "lenient", "paper"]),
 )
 def test_graders_never_raise(text, gold, answer_type, mode):
     g = grade(text, gold, answer_type, mode=mode)

@@ -154,7 +154,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--field", action="append", default=[], metavar="KEY=COLUMN",
                    help="map a field to the copy's column, e.g. --field question=problem (repeatable)")
     p.add_argument("--split", choices=["pool", "test", "all"], default="all")
-    p.add_argument("--mode", choices=["lenient", "strict"], default="lenient")
+    p.add_argument("--mode", choices=["lenient", "strict", "paper"], default="lenient")
     p.add_argument("--perturb", action="store_true", help="replace each gold by a wrong one; expect rejection")
     p.add_argument("--min-accuracy", type=float, default=0.99, help="fail below this (default 0.99)")
     p.add_argument(

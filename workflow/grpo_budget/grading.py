@@ -22,8 +22,36 @@ Modes
                finally the last number (number) or last ``(X)`` (option) of the
                text (math: math-verify's own un-anchored extraction).
 
-``pattern`` (a user regex) overrides the extraction in both modes: the answer is
-group 1 of its last match (the whole match when the regex has no group).
+``"paper"``    exactly the rule of paper 1 ("Hard Examples Are All You Need",
+               Pikus et al. 2025, github.com/Pikus16/grpo_difficulty:
+               ``extract_boxed_content`` in gsm8k/gsm8k_utils.py and
+               bbeh/shuffleobj/shuffleobj_utils.py, used both by its GRPO reward
+               and by its evaluation).  The answer is group 1 of the LAST match
+               of the paper's regex ``\\boxed\\{(.*?)\\}`` (no brace nesting: the
+               content ends at the first ``}``; ``.`` does not cross a newline;
+               ``\\fbox`` and ``\\boxed {x}`` are not boxes; an unclosed last box
+               is simply not a match, so an earlier closed box counts).
+               number: correct iff Python ``int(content)`` succeeds and equals
+               the gold as an integer.  Nothing is stripped beyond what ``int``
+               itself tolerates (surrounding whitespace, a sign, ``_`` between
+               digits), so ``\\boxed{ 18 }`` is right but ``\\boxed{\\$18}``,
+               ``\\boxed{18.0}`` and ``\\boxed{1,000}`` are wrong.
+               option: correct iff the content is exactly the gold string, e.g.
+               ``(G)`` (no stripping: ``\\boxed{G}``, ``\\boxed{ (G) }`` and
+               ``\\boxed{\\text{(G)}}`` are wrong).
+               format_ok: the content has the only form the rule can accept
+               (``int()`` parses it / it is ``(X)`` for a capital letter X); no
+               box is a format failure.
+               Deliberate difference: paper 1 scored its evaluations on the
+               decoded prompt+completion, so a boxless completion could inherit
+               the prompt's example ``\\boxed{(A)}``; here (as in its training
+               reward) the rule reads the completion alone.
+               math: identical to ``"strict"`` (paper 1 has no math rule).
+
+``pattern`` (a user regex) overrides the extraction in every mode: the answer is
+group 1 of its last match (the whole match when the regex has no group).  In
+``"paper"`` mode the extracted text is then judged by the paper's comparison
+(``int()`` / exact option string).
 
 The graders never raise on arbitrary completion text: anything that cannot be
 read gives ``Grade(correct=False, format_ok=False, extracted=None)``.  They do
@@ -53,7 +81,7 @@ __all__ = [
 ]
 
 ANSWER_TYPES = ("number", "option", "math")
-MODES = ("strict", "lenient")
+MODES = ("strict", "lenient", "paper")
 
 #: Seconds math-verify may spend parsing / comparing one answer (signal based,
 #: only enforced in the main thread).
@@ -459,9 +487,62 @@ def _extract_option(text: str, mode: str, pattern: str | None) -> tuple[str | No
     return letter, (f"({letter})" if letter else None)
 
 
+# --------------------------------------------------------------------------
+# paper mode (paper 1's rule)
+# --------------------------------------------------------------------------
+
+#: Paper 1's extraction regex, verbatim (``re.findall(r'\\boxed\{(.*?)\}', text)[-1]``).
+_PAPER_BOX_RE = re.compile(r"\\boxed\{(.*?)\}")
+_PAPER_OPTION_RE = re.compile(r"\([A-Z]\)")
+
+
+def _paper_last_box(text: str) -> str | None:
+    matches = _PAPER_BOX_RE.findall(text)
+    return matches[-1] if matches else None
+
+
+def _paper_int(s: str) -> int | None:
+    try:
+        return int(s)
+    except (ValueError, TypeError):
+        return None
+
+
+def _paper_number_gold(gold: str) -> int | None:
+    # Paper 1's gold: int() of the GSM8K "####" answer with commas removed.
+    g = _paper_int(gold.strip().replace(",", ""))
+    if g is not None:
+        return g
+    v = parse_number(gold)  # e.g. "18.0" from a CSV copy; a non-integer gold can never be matched
+    return int(v) if v is not None and v == int(v) else None
+
+
+def _paper_option_gold(gold: str) -> str:
+    g = gold.strip()
+    return f"({g})" if re.fullmatch(r"[A-Z]", g) else g  # as loaders.py writes BBH targets
+
+
+def _grade_paper(text: str, gold_s: str, answer_type: str, pattern: str | None) -> Grade:
+    raw = _pattern_extract(text, pattern) if pattern is not None else _paper_last_box(text)
+    if raw is None:
+        return Grade(False, False, None)
+    if answer_type == "number":
+        value = _paper_int(raw)
+        if value is None:
+            return Grade(False, False, raw)
+        g = _paper_number_gold(gold_s)
+        return Grade(g is not None and value == g, True, str(value))
+    # option: exact string equality with the gold, as paper 1's `answer == preds`
+    return Grade(raw == _paper_option_gold(gold_s), bool(_PAPER_OPTION_RE.fullmatch(raw)), raw)
+
+
 def _grade(completion: Any, gold: Any, answer_type: str, mode: str, pattern: str | None) -> Grade:
     text = completion if isinstance(completion, str) else ("" if completion is None else str(completion))
     gold_s = "" if gold is None else str(gold)
+    if mode == "paper":
+        if answer_type in ("number", "option"):
+            return _grade_paper(text, gold_s, answer_type, pattern)
+        mode = "strict"  # math: paper 1 has no rule for it
     if answer_type == "number":
         value, raw = _extract_number(text, mode, pattern)
         if value is None:

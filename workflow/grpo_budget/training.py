@@ -320,6 +320,35 @@ def lora_config(settings: dict):
     )
 
 
+def check_lora_targets(model, target_modules) -> None:
+    """Refuse LoRA ``target_modules`` names that match no module of ``model``, before training.
+
+    PEFT adapts the modules whose full name equals a listed name or ends with ``"." + name`` and, as long as one
+    name matches something, silently skips the rest: Llama-style names on a Phi-3 layout (fused ``qkv_proj`` and
+    ``gate_up_proj``, e.g. microsoft/phi-4) would adapt only ``o_proj`` and ``down_proj``. A string (such as
+    ``"all-linear"``) is left to PEFT.
+    """
+    if isinstance(target_modules, str):
+        return
+    import torch
+    from transformers.pytorch_utils import Conv1D  # GPT-2's linear layer
+
+    names = [name for name, _ in model.named_modules() if name]
+    missing = [t for t in dict.fromkeys(target_modules)
+               if not any(n == t or n.endswith(f".{t}") for n in names)]
+    if not missing:
+        return
+    linear = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                     if name and isinstance(module, (torch.nn.Linear, Conv1D))})
+    path = getattr(getattr(model, "config", None), "_name_or_path", "")
+    model_name = f"{path} ({type(model).__name__})" if path else type(model).__name__
+    raise UserError(
+        f"LoRA target modules {', '.join(missing)} match no module of {model_name}, and PEFT would silently "
+        f"skip them; its linear layers are "
+        f"{', '.join(linear) or '(none)'}: fix training.lora.target_modules (or use all-linear)"
+    )
+
+
 def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, log_out: str | Path,
           manifest_out: str | Path, settings: dict, dataset: dict, seed: int) -> dict:
     """Run (or resume) GRPO on a subset; write the trainer log and a manifest of checkpoints."""
@@ -383,6 +412,7 @@ def _fit(subset: pd.DataFrame, model_path: str, args, s: dict, dataset: dict, re
     reward = grading.make_reward_function(str(subset["answer_type"].iloc[0]), grader["mode"], grader["pattern"])
     dtype = torch.bfloat16 if args.bf16 else torch.float32
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+    check_lora_targets(model, s["lora"]["target_modules"])
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=reward,
