@@ -229,8 +229,9 @@ def test_every_output_kind_writes_its_files(synthetic, tmp_path):
     md = (out / "s.md").read_text()
     assert "| hard | 0.5 | 1 | 37.5 | 56.2 |" in md and "± 8.8" in md and "Largest gain: hard @ 0.5" in md
     assert len(pd.read_csv(out / "seeds.csv")) == 4 and "<table" in (out / "s.html").read_text()
+    with_full = _with_full(synthetic, tmp_path / "full")  # steps_to_match needs a `full` arm
     for kind in names("table"):
-        analysis.run(kind, synthetic, [str(out / f"{kind}.{x}") for x in ("csv", "md", "html")], SETTINGS)
+        analysis.run(kind, with_full, [str(out / f"{kind}.{x}") for x in ("csv", "md", "html")], SETTINGS)
         assert len(pd.read_csv(out / f"{kind}.csv")) > 0 and "<table" in (out / f"{kind}.html").read_text()
     assert "| n_ops 2 | 4 | 12.5 | 37.5 (+25.0) |" in (out / "difficulty.md").read_text()
     with pytest.raises(ValueError, match="unknown aggregate output"):
@@ -325,3 +326,105 @@ def test_the_answer_names_only_distinguishable_differences():
     (sentence,) = answer_sentences(table, 0.95)
     assert "hard ranks first, distinguishably above easy, not distinguishable from medium" in sentence
     assert "medium ranks first, above no arm distinguishably, not distinguishable from hard, easy" in sentence
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Steps to match the full-data arm; truncated share per difficulty tier
+
+FULL = {0: {4: [2, 2, 1, 0, 1, 1, 0, 0], 8: [2, 2, 2, 1, 2, 1, 0, 0]},  # 0.4375 at step 4, 0.625 at step 8
+        1: {4: [2, 2, 1, 0, 1, 1, 0, 0], 8: [2, 2, 2, 1, 2, 1, 0, 0]}}  # two identical seeds
+
+
+def _with_full(listing: plan.Listing, root: Path, full: dict = FULL, budget: str = plan.FULL_LABEL) -> plan.Listing:
+    """The listing plus a `full` arm (by default two seeds, checkpoints 4 and 8) on the in-distribution test set."""
+    runs = list(listing.runs)
+    for seed, steps in full.items():
+        d = root / f"full{seed}"
+        d.mkdir(parents=True)
+        _eval(IDS, steps, 2).to_parquet(d / "fa.parquet")
+        runs.append(plan.RunFiles("m", "fa", "full", budget, seed, runs[0].subset, runs[0].log,
+                                  str(d / "manifest.json"), {"fa": str(d / "fa.parquet")}))
+    return replace(listing, runs=runs)
+
+
+def test_steps_to_match_by_hand(synthetic, tmp_path):
+    t = analysis.tables.steps_to_match(_with_full(synthetic, tmp_path), SETTINGS)
+    assert set(t["evalset"]) == {"fa"}  # no full arm tested on `other`
+    assert list(zip(t["policy"], t["budget"])) == [("hard", "0.5"), ("random", "0.5")]
+    F = np.array([FULL[s][8] for s in (0, 1)]) / 2
+    lo, hi = stats.bootstrap_mean_ci(F, 500, 0, 0.95)
+    assert lo < 0.5 < 0.625 < hi  # hard's step 2 (0.5) is within the full arm's interval
+    hard, rnd = _row(t, policy="hard"), _row(t, policy="random")
+    for row in (hard, rnd):
+        assert (row["full_final_acc"], row["full_lo"], row["full_hi"]) == pytest.approx((0.625, lo, hi))
+        assert (row["full_seeds"], row["full_final_step"], row["n_items"], row["final_step"]) == (2, 8, 8, 4)
+    # hard: 0.5 at step 2 already reaches the lower bound
+    assert hard["matched"] and hard["match_step"] == 2 and hard["acc_at_match"] == pytest.approx(0.5)
+    assert (hard["match_fraction_of_own"], hard["match_fraction_of_full"]) == pytest.approx((2 / 4, 2 / 8))
+    assert hard["final_acc"] == pytest.approx(0.5625)
+    # random (two seeds): step 2 (1.0 + 0.5) / 2 = 0.75, step 4 (0.375 + 0.5) / 2
+    assert rnd["seeds"] == 2 and rnd["match_step"] == 2 and rnd["final_acc"] == pytest.approx(0.4375)
+    assert json.loads(rnd["checkpoint_acc"]) == pytest.approx({"2": 0.75, "4": 0.4375})
+
+
+def test_steps_to_match_never_and_other_budgets(synthetic, tmp_path):
+    # a stronger full arm: every item right at step 4 -> interval [1, 1]; no arm gets there
+    strong = {0: {2: [1] * 8, 4: [2] * 8}}
+    t = analysis.tables.steps_to_match(_with_full(synthetic, tmp_path, strong), SETTINGS)
+    assert (t["full_lo"] == 1.0).all() and not t["matched"].any()
+    for col in ("match_step", "match_fraction_of_own", "match_fraction_of_full", "acc_at_match"):
+        assert t[col].isna().all()
+    out = [str(tmp_path / f"m.{x}") for x in ("csv", "md", "html")]
+    analysis.run("steps_to_match", _with_full(synthetic, tmp_path / "again", strong), out, SETTINGS)
+    md = (tmp_path / "m.md").read_text()
+    assert "| hard | 0.5 | 1 | 4 | 56.2 | never | – | – | – | 2: 50.0 · 4: 56.2 |" in md
+    assert "Full data (full, 1 seed, step 4): 100.0% [100.0, 100.0]" in md
+    # the reference is the `full` arm with budget label `all`
+    assert analysis.tables.steps_to_match(_with_full(synthetic, tmp_path / "b", budget="0.5"), SETTINGS).empty
+
+
+def test_steps_to_match_writes_the_match(synthetic, tmp_path):
+    out = [str(tmp_path / f"s.{x}") for x in ("csv", "md", "html")]
+    analysis.run("steps_to_match", _with_full(synthetic, tmp_path), out, SETTINGS)
+    md = (tmp_path / "s.md").read_text()
+    assert "| hard | 0.5 | 1 | 4 | 56.2 | 2 | 50% | 25% | 50.0 | 2: 50.0 ✓ · 4: 56.2 |" in md
+    assert "Full data (full, 2 seeds, step 8): 62.5%" in md and "<table" in (tmp_path / "s.html").read_text()
+    assert len(pd.read_csv(tmp_path / "s.csv")) == 2
+
+
+def test_steps_to_match_empty_without_a_full_arm(synthetic, tmp_path):
+    t = analysis.tables.steps_to_match(synthetic, SETTINGS)
+    assert t.empty and {"full_final_acc", "full_lo", "match_step", "match_fraction_of_full"} <= set(t.columns)
+    out = [str(tmp_path / f"e.{x}") for x in ("csv", "md", "html")]
+    analysis.run("steps_to_match", synthetic, out, SETTINGS)
+    assert "has no `full` arm" in (tmp_path / "e.md").read_text()
+    assert list(pd.read_csv(tmp_path / "e.csv").columns) == list(t.columns)
+
+
+def test_difficulty_truncated_share_per_tier(synthetic, tmp_path):
+    t = analysis.difficulty_table(synthetic, SETTINGS)
+    assert t["truncated_share"].isna().all() and t["base_truncated_share"].isna().all()  # no n_truncated column
+    base = _eval(IDS, {0: BASE_CORRECT}, 2).assign(n_truncated=[0, 0, 1, 2, 0, 0, 1, 1])
+    base.to_parquet(synthetic.base[0].path)
+    cut = {("hard", 0): [0, 0, 0, 0, 1, 1, 1, 1], ("random", 0): [0] * 8, ("random", 1): [2, 0, 0, 0, 0, 0, 0, 0]}
+    for r in synthetic.runs:
+        ev = pd.read_parquet(r.evals["fa"])
+        ev["n_truncated"] = 0
+        ev.loc[ev["step"] == 4, "n_truncated"] = cut[(r.policy, r.seed)]
+        ev.to_parquet(r.evals["fa"])
+    t = analysis.difficulty_table(synthetic, SETTINGS)
+    hard1, hard2 = _row(t, policy="hard", evalset="fa", tier="n_ops 1"), _row(t, policy="hard", evalset="fa", tier="n_ops 2")
+    assert (hard1["base_truncated_share"], hard1["truncated_share"]) == pytest.approx((3 / 8, 0))  # of 4 items × 2
+    assert (hard2["base_truncated_share"], hard2["truncated_share"]) == pytest.approx((2 / 8, 4 / 8))
+    assert np.isnan(_row(t, policy="hard", evalset="other", tier="0/4")["truncated_share"])  # files without it
+    over = analysis.difficulty_table(synthetic, SETTINGS, over_seeds=True)
+    assert _row(over, policy="random", evalset="fa", tier="n_ops 1")["truncated_share"] == pytest.approx(2 / 16)
+    out = [str(tmp_path / f"d.{x}") for x in ("csv", "md", "html")]
+    analysis.run("difficulty", synthetic, out, SETTINGS)
+    md = (tmp_path / "d.md").read_text()
+    assert ("| tier | items | base % | hard @ 0.5 | random @ 0.5 | base truncated % | hard @ 0.5 truncated % "
+            "| random @ 0.5 truncated % |") in md
+    # n_ops 1: hard 2, 2, 2, 0 of 2; random 2, 2, 1, 0 and 1, 1, 1, 1 -> 56.2; truncated 3 of 8, 0 of 8, 2 of 16
+    assert "| n_ops 1 | 4 | 62.5 | 75.0 (+12.5) | 56.2 (-6.2) | 37.5 | 0.0 | 12.5 |" in md
+    assert "| 0/4 | 1 | 0.0 | 25.0 (+25.0) | 0.0 (+0.0) | – | – | – |" in md
+    assert {"truncated_share", "base_truncated_share"} <= set(pd.read_csv(tmp_path / "d.csv").columns)

@@ -67,3 +67,29 @@ def test_prompt_template_puts_the_question_in_verbatim():
     assert prompts.build("What is 2+2", template=template) == "What is 2+2.\nPut your final answer within \\boxed{}."
     assert prompts.build("Q", "ignored", chat=True, template=template)[0]["content"].startswith("Q.\nPut")
     assert prompts.build("Q", "Answer.") == "Q\n\nAnswer."  # the instruction form is unchanged
+
+
+def test_top_k_left_to_the_model_as_hf_generate_does():
+    """Paper 1 sampled with HF generate and no top_k: the model's generation_config value applies (20 for Qwen3)."""
+    base = dict(n=2, temperature=1.0, top_p=1.0, max_new_tokens=8, seed=0)
+    assert generation.vllm_sampling_kwargs(Sampling(**base, top_k=None), model_top_k=20)["top_k"] == 20
+    assert "top_k" not in generation.vllm_sampling_kwargs(Sampling(**base, top_k=0))  # no cut: vLLM's default
+    assert generation.vllm_sampling_kwargs(Sampling(**base, top_k=5), model_top_k=20)["top_k"] == 5
+    assert "top_k" not in generation.vllm_sampling_kwargs(Sampling(**base, top_k=None))
+
+
+def test_top_k_none_uses_the_generation_config(tiny_model_dir, tmp_path):
+    """With top_k None the transformers backend takes the model's generation_config top_k: a config of top_k=1
+    makes sampling greedy, so every sample equals the greedy one."""
+    import shutil
+
+    from transformers import GenerationConfig
+
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    GenerationConfig(do_sample=True, top_k=1, eos_token_id=1, pad_token_id=0).save_pretrained(model_dir)
+    gen = generation.make_generator("transformers", str(model_dir), device="cpu", batch_size=8, progress=False)
+    prompt = ["+1 +2 . ?"]
+    free = gen.generate(prompt, Sampling(n=6, temperature=1.0, top_p=1.0, max_new_tokens=6, seed=3, top_k=None))
+    greedy = gen.generate(prompt, Sampling(n=1, temperature=0.0, top_p=1.0, max_new_tokens=6, seed=3))
+    assert {c.text for c in free[0]} == {greedy[0][0].text}

@@ -27,11 +27,12 @@ class Sampling:
     top_p: float
     max_new_tokens: int
     seed: int
+    top_k: int | None = 0  # 0: no cut; None: the model's generation_config value (HF generate's default)
 
     @classmethod
     def of(cls, g: Generation) -> "Sampling":
         return cls(n=g.num_samples, temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens,
-                   seed=g.seed)
+                   seed=g.seed, top_k=g.top_k)
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,9 @@ class TransformersGenerator(Generator):
             mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in chunk], device=device)
             torch.manual_seed(sampling.seed * 1_000_003 + b)  # reproducible per batch, whatever ran before
             greedy = sampling.temperature == 0
+            # An argument passed as None overrides generation_config in transformers 5: leave top_k out to keep
+            # the model's value (HF generate's semantics when it is not given).
+            top_k = {} if sampling.top_k is None and not greedy else {"top_k": None if greedy else sampling.top_k}
             with torch.no_grad():
                 gen = self.model.generate(
                     input_ids=input_ids,
@@ -129,7 +133,7 @@ class TransformersGenerator(Generator):
                     do_sample=not greedy,
                     temperature=None if greedy else sampling.temperature,
                     top_p=None if greedy else sampling.top_p,
-                    top_k=None if greedy else 0,
+                    **top_k,
                     num_return_sequences=sampling.n,
                     max_new_tokens=sampling.max_new_tokens,
                     pad_token_id=pad,
@@ -178,7 +182,8 @@ class VLLMGenerator(Generator):
         from vllm.lora.request import LoRARequest
 
         requests = [TokensPrompt(prompt_token_ids=ids) for ids in self.prompt_ids(prompts)]
-        params = SamplingParams(**vllm_sampling_kwargs(sampling))
+        model_top_k = self.llm.get_default_sampling_params().top_k if sampling.top_k is None else None
+        params = SamplingParams(**vllm_sampling_kwargs(sampling, model_top_k))
         lora = None
         if adapter:
             lora_id = self.adapter_ids.setdefault(adapter, len(self.adapter_ids) + 1)
@@ -207,15 +212,20 @@ def vllm_engine_kwargs(enable_lora: bool, max_lora_rank: int, extra: dict) -> di
     return kwargs
 
 
-def vllm_sampling_kwargs(sampling: Sampling) -> dict:
-    """``SamplingParams`` arguments; ``max_tokens`` always set (vLLM's default is 16)."""
-    return {
+def vllm_sampling_kwargs(sampling: Sampling, model_top_k: int | None = None) -> dict:
+    """``SamplingParams`` arguments; ``max_tokens`` always set (vLLM's default is 16). ``top_k``: ours, or with
+    ``sampling.top_k`` None the model's generation_config value (``model_top_k``), as the transformers backend."""
+    top_k = sampling.top_k if sampling.top_k is not None else model_top_k
+    kwargs = {
         "n": sampling.n,
         "temperature": sampling.temperature,
         "top_p": sampling.top_p if sampling.temperature > 0 else 1.0,
         "max_tokens": sampling.max_new_tokens,
         "seed": sampling.seed,
     }
+    if top_k and sampling.temperature > 0:  # 0 or None: no cut, vLLM's default
+        kwargs["top_k"] = top_k
+    return kwargs
 
 
 def parse_vllm_output(request_output: Any) -> list[Completion]:

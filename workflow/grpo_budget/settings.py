@@ -56,6 +56,8 @@ class Training:
     vllm_gpu_memory_utilization: float
     lora: Lora
     chat_template_kwargs: dict | None = None  # a property of the model, not a training knob
+    epochs: float | None = None  # None: train max_steps steps (see training.schedule)
+    checkpoints: int | None = None
 
     @classmethod
     def from_dict(cls, values: dict | None) -> "Training":
@@ -71,6 +73,7 @@ class Generation:
     num_samples: int
     temperature: float
     top_p: float
+    top_k: int | None  # None: the model's generation_config decides
     max_new_tokens: int
     batch_size: int
     seed: int

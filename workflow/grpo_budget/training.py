@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import re
 import struct
 import zipfile
@@ -31,8 +32,13 @@ FINGERPRINT_FILE = "fingerprint.json"
 INCOMPLETE_DIR = "incomplete"
 SUBSET_COLUMNS = ["prompt", "answer", "answer_type"]  # all that training reads from the subset
 
+OPTIONAL = ("epochs", "checkpoints")  # fields without a default: None when absent
+
+
 def complete(settings: dict) -> dict:
-    """The training settings with the schema's defaults filled in (``settings.Training`` as a dict)."""
+    """The training settings with the schema's defaults filled in (``settings.Training`` as a dict); a completed
+    dict completes to itself (its unset optional fields, None, count as absent)."""
+    settings = {k: v for k, v in (settings or {}).items() if not (k in OPTIONAL and v is None)}
     return asdict(Training.from_dict(settings))
 
 
@@ -120,16 +126,20 @@ def discard_incomplete(folder: str | Path) -> list[Path]:
 
 
 def trajectory_settings(settings: dict) -> dict:
-    """The training settings that shape the run up to any given step: all but ``save_steps`` (when to save
-    changes no update) and ``max_steps`` (extending a run, as a SLURM requeue or a raised max_steps does, must
-    resume) -- except that ``max_steps`` stays in when the learning-rate schedule depends on it (decay, or a
-    warmup given as a ratio of max_steps)."""
+    """The training settings that shape the run up to any given step: all but ``save_steps`` and
+    ``checkpoints`` (when to save changes no update) and the run's length, ``max_steps`` or ``epochs``
+    (extending a run, as a SLURM requeue or a raised max_steps does, must resume) -- except that the length stays
+    in when the learning-rate schedule depends on it (decay, or a warmup given as a ratio of max_steps). With
+    ``epochs`` set, ``max_steps`` is ignored, so never counts; unset ``epochs`` is left out, which keeps the
+    fingerprints of runs made before the field existed."""
     s = complete(settings)
     schedule = s["lr_scheduler_type"]
     # HF's "constant" schedule ignores warmup; "constant_with_warmup" with no warmup is the same schedule.
     no_warmup = float(s["warmup_ratio"]) == 0
     ignores_max_steps = schedule == "constant" or (schedule == "constant_with_warmup" and no_warmup)
-    dropped = {"save_steps", "max_steps"} if ignores_max_steps else {"save_steps"}
+    dropped = {"save_steps", "checkpoints", "max_steps", "epochs"}
+    if not ignores_max_steps:
+        dropped -= {"epochs"} if s["epochs"] is not None else {"max_steps"}
     # Memory knobs change how a step is computed, not what it computes: lowering them after an out-of-memory
     # failure must resume, not retrain.
     dropped |= {"gradient_checkpointing", "vllm_gpu_memory_utilization"}
@@ -250,6 +260,65 @@ def prompts_per_generation(args) -> int:
     return args.generation_batch_size // args.num_generations
 
 
+def default_prompts_per_step(settings: dict) -> int:
+    """``prompts_per_generation`` of ``grpo_config(settings)`` on one process, without building it."""
+    s = complete(settings)
+    accumulation, generations = int(s["gradient_accumulation_steps"]), int(s["num_generations"])
+    return int(s["prompts_per_step"]) * generations // accumulation * accumulation // generations
+
+
+def _half_up(x: float) -> int:
+    """``x`` rounded to the nearest integer, halves up (2.5 -> 3; Python's ``round`` would give 2); rounding to 9
+    decimals first keeps float noise such as 0.29 * 50 = 14.499999999999998 from deciding the side."""
+    return math.floor(round(x, 9) + 0.5)
+
+
+def schedule(n_items: int, settings: dict, per_step_prompts: int | None = None) -> tuple[int, list[int]]:
+    """``(max_steps, checkpoint steps)`` of a run on ``n_items`` subset items (pure arithmetic).
+
+    Without ``epochs``: the configured ``max_steps``. With it: ``max(1, epochs * steps_per_epoch)`` rounded to the
+    nearest step, halves up, where ``steps_per_epoch = n_items // per_step_prompts`` (TRL's ``RepeatSampler``
+    drops a short final chunk) and ``per_step_prompts`` is the distinct prompts one optimizer step draws
+    (``prompts_per_generation(args)``; by default ``default_prompts_per_step(settings)``).
+
+    Checkpoints: with ``checkpoints`` = n set, steps ``round(max_steps * i / n)`` for i = 1..n, halves up, the
+    duplicates and zeros of a short run dropped; otherwise, without ``epochs``, every ``save_steps``-th step as the
+    Trainer saves them, plus ``max_steps`` when it is not a multiple; with ``epochs`` but no ``checkpoints``, the
+    final step only. The last checkpoint is always ``max_steps``.
+    """
+    s = complete(settings)
+    if s["epochs"] is None:
+        max_steps = int(s["max_steps"])
+    else:
+        per_step = default_prompts_per_step(s) if per_step_prompts is None else int(per_step_prompts)
+        max_steps = max(1, _half_up(float(s["epochs"]) * (n_items // per_step)))
+    n = s["checkpoints"]
+    if n is not None:
+        n = int(n)
+        steps = [(2 * max_steps * i + n) // (2 * n) for i in range(1, n + 1)]  # exact half-up rounding
+    elif s["epochs"] is None:
+        steps = list(range(int(s["save_steps"]), max_steps + 1, int(s["save_steps"])))
+    else:
+        steps = []
+    steps = sorted({step for step in steps if step >= 1} | {max_steps})
+    return max_steps, steps
+
+
+def planned_saves(steps: list[int]):
+    """A ``TrainerCallback`` that saves at exactly ``steps``: run after the Trainer's ``DefaultFlowCallback``, it
+    overrides that callback's every-``save_steps`` decision at each step's end."""
+    from transformers import TrainerCallback
+
+    planned = frozenset(steps)
+
+    class PlannedSaves(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            control.should_save = state.global_step in planned
+            return control
+
+    return PlannedSaves()
+
+
 def check_trainable(n_items: int, args, settings: dict, subset_path: str | Path) -> None:
     """Refuse settings that could not train a single step, before any model is loaded."""
     need = prompts_per_generation(args)
@@ -263,8 +332,11 @@ def check_trainable(n_items: int, args, settings: dict, subset_path: str | Path)
         raise UserError(f"training.max_steps is {settings['max_steps']}: set it to 1 or more")
 
 
-def grpo_config(settings: dict, out_dir: Path, seed: int, on_gpu: bool):
-    """``GRPOConfig`` from the config's training section (CPU-safe defaults when no GPU is present)."""
+def grpo_config(settings: dict, out_dir: Path, seed: int, on_gpu: bool, n_items: int | None = None):
+    """``GRPOConfig`` from the config's training section (CPU-safe defaults when no GPU is present). Given the
+    subset's ``n_items``, ``max_steps`` is the run's length from :func:`schedule` (``epochs``) and ``save_steps``
+    the greatest common divisor of its checkpoint steps (so even the Trainer's own flow saves them all;
+    :func:`planned_saves` drops the rest)."""
     from trl import GRPOConfig
 
     s = complete(settings)
@@ -274,7 +346,7 @@ def grpo_config(settings: dict, out_dir: Path, seed: int, on_gpu: bool):
         extra["gradient_checkpointing"] = True
     if on_gpu and s["use_vllm"]:
         extra.update(use_vllm=True, vllm_mode=s["vllm_mode"], vllm_gpu_memory_utilization=s["vllm_gpu_memory_utilization"])
-    return GRPOConfig(
+    args = GRPOConfig(
         output_dir=str(out_dir),
         per_device_train_batch_size=per_device,
         gradient_accumulation_steps=int(s["gradient_accumulation_steps"]),
@@ -305,6 +377,11 @@ def grpo_config(settings: dict, out_dir: Path, seed: int, on_gpu: bool):
         disable_tqdm=False,
         **extra,
     )
+    if n_items is not None and (s["epochs"] is not None or s["checkpoints"] is not None):
+        # The distinct prompts per step are known only once the config has counted the processes.
+        max_steps, steps = schedule(n_items, s, prompts_per_generation(args))
+        args.max_steps, args.save_steps = max_steps, math.gcd(*steps)
+    return args
 
 
 def lora_config(settings: dict):
@@ -358,8 +435,9 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
     on_gpu = torch.cuda.is_available()
     s = complete(settings)
     subset = read_parquet(subset_path, columns=SUBSET_COLUMNS)
-    args = grpo_config(s, checkpoint_dir, seed, on_gpu)
+    args = grpo_config(s, checkpoint_dir, seed, on_gpu, n_items=len(subset))
     check_trainable(len(subset), args, s, subset_path)
+    _, planned = schedule(len(subset), s, prompts_per_generation(args))  # args.max_steps is its first part
     record = fingerprint(subset, model_path, s, dataset, seed)
     claim_checkpoint_dir(checkpoint_dir, record)
     discard_incomplete(checkpoint_dir)
@@ -372,27 +450,35 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
         state = read_json(done[-1][1] / "trainer_state.json")
         history, final_step = state["log_history"], state["global_step"]
     else:
-        history, final_step = _fit(subset, model_path, args, s, dataset, done[-1][1] if done else None, subset_path)
+        history, final_step = _fit(subset, model_path, args, s, dataset, done[-1][1] if done else None, subset_path,
+                                   planned)
     history = pd.DataFrame(history)
     history.insert(0, "resumed_from", resumed_from)
     write_parquet(history, log_out)
+    saved = [(step, path) for step, path in checkpoints(checkpoint_dir) if step <= final_step]
+    missing = sorted(set(planned) - {step for step, _ in saved})
+    if missing:
+        # Resumed past them: checkpoints of the same trajectory saved on another plan (save_steps, checkpoints).
+        log.warning("planned checkpoint steps %s are missing from %s (resumed from step %d, saved under another "
+                    "checkpoint plan); the manifest lists the ones there are", missing, checkpoint_dir, resumed_from)
     manifest = {
         "model": model_path,
         "fingerprint": record["fingerprint"],
         "resumed_from_step": resumed_from,
         "final_step": final_step,
-        "checkpoints": [
-            {"step": step, "path": str(path)} for step, path in checkpoints(checkpoint_dir) if step <= final_step
-        ],
+        "planned_checkpoints": planned,
+        **({"epochs": s["epochs"], "steps_per_epoch": len(subset) // prompts_per_generation(args)}
+           if s["epochs"] is not None else {}),
+        "checkpoints": [{"step": step, "path": str(path)} for step, path in saved],
     }
     write_json(manifest, manifest_out)
     return manifest
 
 
 def _fit(subset: pd.DataFrame, model_path: str, args, s: dict, dataset: dict, resume: Path | None,
-         subset_path: str | Path) -> tuple[list[dict], int]:
-    """Train from ``resume`` (or from scratch) to ``args.max_steps``, keeping the final adapter as a checkpoint;
-    returns the trainer log and the final step."""
+         subset_path: str | Path, planned: list[int]) -> tuple[list[dict], int]:
+    """Train from ``resume`` (or from scratch) to ``args.max_steps``, saving checkpoints at the ``planned`` steps
+    and keeping the final adapter as a checkpoint; returns the trainer log and the final step."""
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
@@ -420,6 +506,7 @@ def _fit(subset: pd.DataFrame, model_path: str, args, s: dict, dataset: dict, re
         train_dataset=train_set,
         processing_class=tokenizer,
         peft_config=lora_config(s),
+        callbacks=[planned_saves(planned)],
     )
     if resume:
         log.info("resuming from %s", resume)
@@ -430,6 +517,6 @@ def _fit(subset: pd.DataFrame, model_path: str, args, s: dict, dataset: dict, re
         # Never let an arm that trained nothing look trained downstream.
         raise RuntimeError(f"training on {subset_path} ran zero optimizer steps; no manifest written")
     if not any(step == final_step for step, _ in checkpoints(args.output_dir)):
-        # max_steps not a multiple of save_steps: keep the final adapter as a checkpoint too.
+        # Planned saves end at max_steps; should the Trainer stop short of it, keep the final adapter too.
         trainer._save_checkpoint(trainer.model, trial=None)
     return trainer.state.log_history, final_step

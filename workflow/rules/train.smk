@@ -1,5 +1,5 @@
 rule train:
-    """GRPO + LoRA on the subset; checkpoints every save_steps, resumed after preemption or a crash."""
+    """GRPO + LoRA on the subset; checkpoints every save_steps (or at fractions of `epochs`), resumed after preemption."""
     input:
         subset=P.subset,
         model=get_model_input,

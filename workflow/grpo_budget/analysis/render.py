@@ -14,8 +14,8 @@ from ..plan import Listing
 from ..settings import Analysis
 from .outputs import output
 from .read import ARM, PANEL, _label, as_settings
-from .tables import (difficulty_table, gains_over_seeds, learnable_table, ood_table, rankings, summary_table,
-                     verdict_table)
+from .tables import (FULL_POLICY, difficulty_table, gains_over_seeds, learnable_table, ood_table, rankings,
+                     steps_to_match, summary_table, verdict_table)
 
 
 
@@ -182,15 +182,23 @@ def write_difficulty(runs: Listing, outs: list[str], settings: Analysis | dict) 
     over = difficulty_table(runs, s, over_seeds=True)
     sections = []
     for key, g in _sections(over, PANEL):
-        wide = None
+        wide, trunc = None, []
         for (policy, budget), a in g.groupby(["policy", "budget"], sort=False):
             col = pd.DataFrame({
                 "tier": a["tier"].to_numpy(), "items": a["n_items"].to_numpy(),
                 "base %": a["base_acc"].map(_pct).to_numpy(),
-                f"{policy} @ {budget}": [f"{_pct(f)} ({_f(d, '+.1f')})" for f, d in zip(a["final_acc"], a["gain_pts"])]})
-            wide = col if wide is None else wide.merge(col, on=["tier", "items", "base %"], how="outer", sort=False)
+                f"{policy} @ {budget}": [f"{_pct(f)} ({_f(d, '+.1f')})" for f, d in zip(a["final_acc"], a["gain_pts"])],
+                "base truncated %": a["base_truncated_share"].map(_pct).to_numpy(),
+                f"{policy} @ {budget} truncated %": a["truncated_share"].map(_pct).to_numpy()})
+            trunc.append(f"{policy} @ {budget} truncated %")
+            on = ["tier", "items", "base %", "base truncated %"]
+            wide = col if wide is None else wide.merge(col, on=on, how="outer", sort=False)
+        wide = wide[[c for c in wide.columns if c != "base truncated %" and c not in trunc]
+                    + ["base truncated %"] + trunc]
         notes = [f"Tiers: {g['stratify_by'].iloc[0]}. Cells: final accuracy % (gain in points over the base model "
-                 "on the same items); intervals in the CSV."]
+                 "on the same items); intervals in the CSV. Truncated %: share of the base model's and of the final "
+                 "checkpoint's completions (over seeds) on the tier's items cut at max_new_tokens (– where the "
+                 "evaluation files do not record it)."]
         sections.append((_heading(key), wide, notes))
     note = ("Accuracy by difficulty tier of the test items, before (base model) and after training (final "
             "checkpoint). With tiers from the base model's own per-item accuracy, the base column is that accuracy "
@@ -276,3 +284,49 @@ def answer_sentences(verdicts: pd.DataFrame, level: float) -> list[str]:
             clauses.append(clause)
         lines.append(head + "; ".join(clauses) + f" ({how}; final accuracy {accs}).")
     return lines
+
+
+@output("steps_to_match", "table", reads={"evals"})
+def write_steps_to_match(runs: Listing, outs: list[str], settings: Analysis | dict) -> None:
+    import json
+
+    s = as_settings(settings)
+    table = steps_to_match(runs, s)
+    sections = []
+    for key, g in _sections(table, PANEL):
+        first = g.iloc[0]
+
+        def curve(row) -> str:
+            acc = json.loads(row["checkpoint_acc"])
+            return " · ".join(f"{st}: {_pct(a)}" + (" ✓" if row["matched"] and int(st) == row["match_step"] else "")
+                              for st, a in acc.items())
+
+        disp = pd.DataFrame({
+            "policy": g["policy"], "budget": g["budget"], "seeds": g["seeds"], "final step": g["final_step"],
+            "final %": g["final_acc"].map(_pct),
+            "matches at step": [str(int(m)) if ok else "never" for m, ok in zip(g["match_step"], g["matched"])],
+            "of own steps": [_f(100 * x, ".0f") + "%" if ok else "–"
+                             for x, ok in zip(g["match_fraction_of_own"], g["matched"])],
+            "of full's steps": [_f(100 * x, ".0f") + "%" if ok else "–"
+                                for x, ok in zip(g["match_fraction_of_full"], g["matched"])],
+            "% at match": g["acc_at_match"].map(_pct),
+            "accuracy % by checkpoint": [curve(r) for _, r in g.iterrows()],
+        })
+        notes = [f"Full data ({FULL_POLICY}, {first['full_seeds']} seed{'s' if first['full_seeds'] > 1 else ''}, "
+                 f"step {first['full_final_step']}): {_pct(first['full_final_acc'])}% "
+                 f"[{_pct(first['full_lo'])}, {_pct(first['full_hi'])}] at {s.level:.0%}; an arm matches it at the "
+                 f"first checkpoint at or above {_pct(first['full_lo'])}%."]
+        sections.append((_heading(key), disp, notes))
+    note = (f"How many training steps each arm needs to match the full-data arm (policy `{FULL_POLICY}`): the first "
+            "checkpoint whose accuracy (mean over the arm's seeds, at the steps all of them share) reaches the full "
+            f"arm's final accuracy within its {s.level:.0%} bootstrap interval (over seeds and test items), i.e. at "
+            "or above the interval's lower bound; that step as a share of the arm's own final step and of the full "
+            "arm's final step, or never. Every arm of the same model, dataset and test set is compared with the "
+            "full arm, whatever its budget. Checkpoints are tested on the test set itself, so an early match is "
+            "chosen among several noisy looks. Per-arm rows, with each checkpoint's accuracy: the CSV.")
+    if table.empty:
+        if not any(r.policy == FULL_POLICY for r in runs.runs):
+            note += f" This configuration has no `{FULL_POLICY}` arm, so there is nothing to match."
+        else:
+            note += f" No other arm shares a model, dataset and test set with the `{FULL_POLICY}` arm."
+    _write_outputs(outs, table, "Steps to match full-data accuracy", note, sections)

@@ -8,7 +8,7 @@ import pandas as pd
 
 from .. import stats
 from ..errors import UserError
-from ..plan import Listing
+from ..plan import FULL_LABEL, Listing
 from ..settings import Analysis
 from ..loaders import BENCHMARKS
 from ..prepare import GENERATORS
@@ -210,32 +210,71 @@ def tiers(test: pd.DataFrame, base: pd.DataFrame, how: str) -> tuple[pd.Series, 
     return tier.rename("tier"), order, how
 
 
+def _truncation(path: str, step: int) -> pd.DataFrame | None:
+    """Per item (index id) at one step of an evaluation file: ``n_samples`` and ``n_truncated`` (completions cut at
+    max_new_tokens); None where the file has no ``n_truncated`` column."""
+    cols = _available(path, ["id", "step", "n_samples", "n_truncated"])
+    if not {"n_samples", "n_truncated"} <= set(cols):
+        return None
+    ev = _read(path, cols)
+    return ev[ev["step"] == step].set_index("id")[["n_samples", "n_truncated"]]
+
+
+def _truncated_counts(counts: pd.DataFrame | None, ids: pd.Index) -> tuple[float, float]:
+    """(truncated, samples) summed over ``ids``; NaN where unknown for any of them."""
+    if counts is None:
+        return np.nan, np.nan
+    c = counts.reindex(ids)
+    if c.isna().any().any():
+        return np.nan, np.nan
+    return float(c["n_truncated"].sum()), float(c["n_samples"].sum())
+
+
+def _truncated_share(counts: list[tuple[float, float]]) -> float:
+    """Pooled share of truncated completions over (truncated, samples) pairs (NaN if any is unknown)."""
+    k = sum(c[0] for c in counts)
+    n = sum(c[1] for c in counts)
+    return float(k / n) if np.isfinite(k) and np.isfinite(n) and n > 0 else np.nan
+
+
 def _tier_records(runs: Listing, s: dict) -> list[dict]:
-    """Per run, evaluation set and tier: the base and final per-item accuracy."""
+    """Per run, evaluation set and tier: the base and final per-item accuracy, and the (truncated, samples) counts
+    of the base model's and the final checkpoint's completions on the tier's items (NaN without ``n_truncated``)."""
     base = _base_items(runs)
     out = []
     cache: dict[str, tuple] = {}
+    base_trunc: dict[tuple, pd.DataFrame | None] = {}
     for rec in _records(runs):
         r, evalset = rec["run"], rec["evalset"]
         if evalset not in cache:
             test = _read(runs.tests[evalset])
             b = _eval_items(base[(r.model, evalset)])
             cache[evalset] = tiers(test, b[b["step"] == 0], stratify_setting(evalset, s.stratify_by))
+        if (r.model, evalset) not in base_trunc:
+            base_trunc[(r.model, evalset)] = _truncation(base[(r.model, evalset)], 0)
         tier, order, source = cache[evalset]
-        final = rec["steps"][rec["steps"].columns.max()]
+        final_step = rec["steps"].columns.max()
+        final = rec["steps"][final_step]
+        final_trunc = _truncation(r.evals[evalset], final_step)
         t = tier.reindex(rec["base"].index)
         for i, name in enumerate(order):
             mask = (t == name).to_numpy()
             if mask.any():
+                ids = rec["base"].index[mask]
                 out.append({"run": r, "evalset": evalset, "stratify_by": source, "tier": name, "tier_order": i,
-                            "base": rec["base"][mask], "final": final[mask]})
+                            "base": rec["base"][mask], "final": final[mask],
+                            "base_truncated": _truncated_counts(base_trunc[(r.model, evalset)], ids),
+                            "final_truncated": _truncated_counts(final_trunc, ids)})
     return out
 
 
 def difficulty_table(runs: Listing, settings: Analysis | dict, over_seeds: bool = False) -> pd.DataFrame:
     """Accuracy of the base model and of each arm's final checkpoint per difficulty tier of the test items.
 
-    Per seed (default) or per arm over seeds (``over_seeds``), with bootstrap intervals.
+    Per seed (default) or per arm over seeds (``over_seeds``), with bootstrap intervals. ``truncated_share`` and
+    ``base_truncated_share``: the share of the final checkpoint's (pooled over seeds) and of the base model's
+    completions on the tier's items that were cut at max_new_tokens (NaN where the evaluation files have no
+    ``n_truncated``).
     """
     s = as_settings(settings)
     recs = _tier_records(runs, s)
@@ -249,7 +288,9 @@ def difficulty_table(runs: Listing, settings: Analysis | dict, over_seeds: bool 
         c = compare(base.to_numpy(), np.stack([x["final"].loc[base.index].to_numpy() for x in rs]), s)
         keys = KEYS if not over_seeds else ARM
         rows.append({**dict(zip(keys + ["evalset", "tier"], key)), "stratify_by": rs[0]["stratify_by"],
-                     "tier_order": rs[0]["tier_order"], **c})
+                     "tier_order": rs[0]["tier_order"], **c,
+                     "base_truncated_share": _truncated_share([rs[0]["base_truncated"]]),
+                     "truncated_share": _truncated_share([x["final_truncated"] for x in rs])})
     cols = ["tier_order"] + (["seed"] if not over_seeds else [])
     return _sort_arms(pd.DataFrame(rows), cols).reset_index(drop=True)
 
@@ -400,3 +441,73 @@ def rankings(verdicts: pd.DataFrame) -> pd.DataFrame:
     df = pd.DataFrame(list(rows.values()))
     return df.sort_values(["model", "dataset", "evalset", "budget", "rank", "acc"], ascending=[1, 1, 1, 1, 1, 0],
                           kind="stable").reset_index(drop=True) if len(df) else df
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Steps to match the full-data arm
+
+FULL_POLICY = "full"
+STEPS_TO_MATCH_COLUMNS = ["model", "dataset", "evalset", "ood", "policy", "budget", "seeds", "n_items", "final_step",
+                          "final_acc", "full_seeds", "full_final_step", "full_final_acc", "full_lo", "full_hi",
+                          "matched", "match_step", "match_fraction_of_own", "match_fraction_of_full", "acc_at_match",
+                          "checkpoint_acc"]
+
+
+def _checkpoint_accuracy(recs: list[dict], ids: pd.Index) -> tuple[list[int], np.ndarray]:
+    """The steps every seed of an arm shares, and the per-item accuracy there: (steps, array steps × seeds × items)."""
+    steps = sorted(set.intersection(*[set(r["steps"].columns) for r in recs]))
+    if not steps:
+        raise ValueError(f"{recs[0]['run'].evals[recs[0]['evalset']]}: the seeds of this arm share no checkpoint")
+    mats = np.stack([np.stack([r["steps"].loc[ids, step].to_numpy(float) for r in recs]) for step in steps])
+    return [int(x) for x in steps], mats
+
+
+def steps_to_match(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
+    """How soon each arm reaches the accuracy of the full-data arm (policy ``full``, budget ``all``).
+
+    Per model, dataset and test set that has a ``full`` arm: the full arm's final accuracy (mean over its seeds,
+    at the last step all of them share) with its bootstrap interval over seeds and items, and for every other arm
+    of that model, dataset and test set (whatever its budget): its accuracy at each checkpoint all its seeds share
+    (mean over seeds; ``checkpoint_acc``, JSON step → accuracy), the first checkpoint whose accuracy reaches the
+    interval's lower bound (``match_step``; NaN and ``matched`` False when none does), that step as a fraction of
+    the arm's own final step and of the full arm's final step, the accuracy there and the arm's final accuracy.
+    All on the test items every arm of the panel shares. Empty (with its columns) without a ``full`` arm.
+    """
+    import json
+
+    s = as_settings(settings)
+    panels: dict[tuple, dict[tuple, list[dict]]] = {}
+    for rec in _records(runs):
+        r = rec["run"]
+        panels.setdefault((r.model, r.dataset, rec["evalset"]), {}).setdefault((r.policy, r.budget), []).append(rec)
+    rows = []
+    for (model, dataset, evalset), arms in panels.items():
+        full = arms.get((FULL_POLICY, FULL_LABEL))
+        if not full:
+            continue
+        ids = None
+        for recs in arms.values():
+            for rec in recs:
+                ids = rec["steps"].index if ids is None else ids.intersection(rec["steps"].index)
+        full_steps, full_mats = _checkpoint_accuracy(full, ids)
+        F = full_mats[-1]
+        full_acc = float(F.mean())
+        lo, hi = stats.bootstrap_mean_ci(F, s.n_boot, s.seed, s.level)
+        for (policy, budget), recs in arms.items():
+            if (policy, budget) == (FULL_POLICY, FULL_LABEL):
+                continue
+            steps, mats = _checkpoint_accuracy(recs, ids)
+            accs = mats.reshape(len(steps), -1).mean(axis=1)
+            hit = np.flatnonzero(accs >= lo - 1e-12)  # reached: at or above the full arm's lower bound
+            match = steps[hit[0]] if len(hit) else np.nan
+            rows.append({"model": model, "dataset": dataset, "evalset": evalset, "ood": recs[0]["ood"],
+                         "policy": policy, "budget": budget, "seeds": len(recs), "n_items": len(ids),
+                         "final_step": steps[-1], "final_acc": float(accs[-1]), "full_seeds": len(full),
+                         "full_final_step": full_steps[-1], "full_final_acc": full_acc, "full_lo": lo, "full_hi": hi,
+                         "matched": bool(len(hit)), "match_step": match,
+                         "match_fraction_of_own": match / steps[-1], "match_fraction_of_full": match / full_steps[-1],
+                         "acc_at_match": float(accs[hit[0]]) if len(hit) else np.nan,
+                         "checkpoint_acc": json.dumps({str(st): float(a) for st, a in zip(steps, accs)})})
+    if not rows:
+        return pd.DataFrame(columns=STEPS_TO_MATCH_COLUMNS)
+    return _sort_arms(pd.DataFrame(rows, columns=STEPS_TO_MATCH_COLUMNS)).reset_index(drop=True)
