@@ -44,8 +44,10 @@ def dry_run(config: str) -> tuple[dict[str, int], list[tuple[str, dict, dict]]]:
 @pytest.mark.parametrize(
     "config, expected",
     [
-        ("hard-examples", {"prepare": 5, "score": 8, "select": 32, "train": 32, "evaluate": 64, "evaluate_base": 12}),
-        ("difficulty-limits", {"prepare": 5, "score": 6, "select": 54, "train": 54, "evaluate": 135, "evaluate_base": 9}),
+        ("hard-examples", {"prepare": 5, "score": 8, "select": 32, "train": 32, "evaluate": 64, "evaluate_base": 12,
+                           "summary": 1, "table": 5, "figure": 5}),
+        ("difficulty-limits", {"prepare": 5, "score": 6, "select": 54, "train": 54, "evaluate": 135, "evaluate_base": 9,
+                               "summary": 1, "table": 5, "figure": 5}),
     ],
 )
 def test_paper_grid_dag_and_resources(config, expected):
