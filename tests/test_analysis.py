@@ -296,7 +296,7 @@ def test_tiny_workflow_tables_figures_and_report(tmp_path):
     # one table alone, from cached upstream outputs: only its own job runs
     (results / "tables/learnable.csv").unlink()
     text = snakemake(str(results / "tables/learnable.csv"), *args).stderr
-    assert "rule table:" in text and "wildcards: table=learnable" in text
+    assert "rule table:" in text and "wildcards: name=learnable" in text
     for rule in ("train", "evaluate", "summary", "figure", "score"):
         assert f"rule {rule}:" not in text
 
