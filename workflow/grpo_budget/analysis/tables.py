@@ -69,12 +69,18 @@ def summary_table(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
     return _sort_arms(pd.DataFrame(rows), ["seed"]).reset_index(drop=True)
 
 
-def gains_over_seeds(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
-    """One row per arm and evaluation set: means over seeds, std over seeds, intervals over seeds and items."""
-    s = as_settings(settings)
+def _records_by_arm(runs: Listing) -> dict[tuple, list[dict]]:
+    """The records of :func:`_records` grouped by arm (model, dataset, policy, budget) and evaluation set."""
     groups: dict[tuple, list[dict]] = {}
     for rec in _records(runs):
         groups.setdefault((*[getattr(rec["run"], k) for k in ARM], rec["evalset"]), []).append(rec)
+    return groups
+
+
+def gains_over_seeds(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
+    """One row per arm and evaluation set: means over seeds, std over seeds, intervals over seeds and items."""
+    s = as_settings(settings)
+    groups = _records_by_arm(runs)
     rows = []
     for key, recs in groups.items():
         base = recs[0]["base"]
@@ -341,9 +347,7 @@ def curves(runs: Listing, settings: Analysis | dict | None = None) -> pd.DataFra
     """Accuracy per checkpoint for every arm and evaluation set (mean over seeds) with its interval; the base
     model is step 0 (items resampled)."""
     s = as_settings(settings)
-    groups: dict[tuple, list[dict]] = {}
-    for rec in _records(runs):
-        groups.setdefault((*[getattr(rec["run"], k) for k in ARM], rec["evalset"]), []).append(rec)
+    groups = _records_by_arm(runs)
     rows = []
     for key, recs in groups.items():
         ids = recs[0]["base"].index
