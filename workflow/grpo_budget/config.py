@@ -5,7 +5,9 @@ Every error names the field and what is allowed, and is raised before any job st
 
 from __future__ import annotations
 
+import importlib
 from copy import deepcopy
+from functools import lru_cache
 from pathlib import Path
 
 import yaml
@@ -21,11 +23,16 @@ class ConfigError(UserError):
 
 BOOTSTRAP = ("models", "*", "bootstrap")  # the schema path of a model's bootstrap entry
 
+def _names(module: str, registry: str):
+    """The names of a registry, imported when called, so that importing this module stays light."""
+    return lambda: list(getattr(importlib.import_module(f"grpo_budget.{module}"), registry))
+
+
 # Enums of the schema that come from the package's registries (the schema file leaves them open).
 REGISTRY_ENUMS = {
-    ("policies", "*"): lambda: list(__import__("grpo_budget.selection", fromlist=["POLICIES"]).POLICIES),
-    ("datasets", "*", "benchmark"): lambda: list(__import__("grpo_budget.loaders", fromlist=["BENCHMARKS"]).BENCHMARKS),
-    ("datasets", "*", "generator"): lambda: list(__import__("grpo_budget.prepare", fromlist=["GENERATORS"]).GENERATORS),
+    ("policies", "*"): _names("selection", "POLICIES"),
+    ("datasets", "*", "benchmark"): _names("loaders", "BENCHMARKS"),
+    ("datasets", "*", "generator"): _names("prepare", "GENERATORS"),
 }
 
 
@@ -40,9 +47,16 @@ def section_schema(schema: dict, pointer: tuple[str, ...]) -> dict:
     return node
 
 
+@lru_cache(maxsize=1)
+def _schema_file() -> dict:
+    # Parsed once per process: settings objects fill their defaults from it many times per job.
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
 def load_schema() -> dict:
-    """The config schema, with the registries' names as the enums of policies, benchmarks and generators."""
-    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    """The config schema (a fresh copy), with the registries' names as the enums of policies, benchmarks and
+    generators (read at each call, so that a registry entry added at run time is allowed)."""
+    schema = deepcopy(_schema_file())
     for pointer, names in REGISTRY_ENUMS.items():
         section_schema(schema, pointer)["enum"] = names()
     return schema
