@@ -49,9 +49,10 @@ class Generator(ABC):
     template_kwargs: dict
 
     @abstractmethod
-    def generate(self, prompts: Sequence[P.Prompt], sampling: Sampling, adapter: str | None = None
-                 ) -> list[list[Completion]]:
-        """``n`` completions for each prompt, in prompt order; with the LoRA ``adapter`` folder when given."""
+    def generate(self, prompts: Sequence[P.Prompt], sampling: Sampling, adapter: str | None = None,
+                 keys: Sequence[str] | None = None) -> list[list[Completion]]:
+        """``n`` completions for each prompt, in prompt order; with the LoRA ``adapter`` folder when given.
+        ``keys`` (one per prompt, e.g. item ids) lets a backend seed each request by (seed, key)."""
 
     def prompt_ids(self, prompts: Sequence[P.Prompt]) -> list[list[int]]:
         return [P.tokenize(self.tokenizer, p, self.template_kwargs) for p in prompts]
@@ -103,8 +104,8 @@ class TransformersGenerator(Generator):
         self.model = load_model(self.model_path, adapter, device, self.dtype)
         self.adapter = adapter
 
-    def generate(self, prompts: Sequence[P.Prompt], sampling: Sampling, adapter: str | None = None
-                 ) -> list[list[Completion]]:
+    def generate(self, prompts: Sequence[P.Prompt], sampling: Sampling, adapter: str | None = None,
+                 keys: Sequence[str] | None = None) -> list[list[Completion]]:
         import torch
         from tqdm import tqdm
 
@@ -176,8 +177,8 @@ class VLLMGenerator(Generator):
         self.adapter_ids: dict[str, int] = {}
         self.llm = LLM(model=model, **vllm_engine_kwargs(enable_lora, max_lora_rank, engine_kwargs))
 
-    def generate(self, prompts: Sequence[P.Prompt], sampling: Sampling, adapter: str | None = None
-                 ) -> list[list[Completion]]:  # pragma: no cover - needs a GPU
+    def generate(self, prompts: Sequence[P.Prompt], sampling: Sampling, adapter: str | None = None,
+                 keys: Sequence[str] | None = None) -> list[list[Completion]]:  # pragma: no cover - needs a GPU
         from vllm import SamplingParams, TokensPrompt
         from vllm.lora.request import LoRARequest
 

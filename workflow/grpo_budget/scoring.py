@@ -20,7 +20,7 @@ def sample_and_grade(gen: Generator, items: pd.DataFrame, dataset: dict, samplin
                      adapter: str | None = None) -> pd.DataFrame:
     """One row per item: its samples, which were correct, pass rate, format failures and completion length."""
     built = prompts.for_dataset(dataset, list(items["prompt"]), gen.tokenizer)
-    outputs = gen.generate(built, sampling, adapter=adapter)
+    outputs = gen.generate(built, sampling, adapter=adapter, keys=[str(i) for i in items["id"]])
     g = config.fill(("datasets", "*", "grading"), dataset.get("grading", {}))
     rows = []
     for item_id, gold, kind, comps in zip(items["id"], items["answer"], items["answer_type"], outputs):
