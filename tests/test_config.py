@@ -39,7 +39,7 @@ def test_defaults_filled_in():
 
 def test_unknown_policy():
     msg = bad(policies=["easy", "hardest"])
-    assert "policies[1]" in msg and "'hardest'" in msg and "'hard', 'medium', 'easy', 'random', 'full'" in msg
+    assert "policies[1]" in msg and "'hardest'" in msg and "'hard', 'medium', 'easy', 'learnable', 'random', 'full'" in msg
 
 
 @pytest.mark.parametrize("budget", [0, 1.5, -0.2, 0.0])

@@ -53,7 +53,7 @@ def test_every_schema_default_reaches_the_settings_objects():
     assert (g.num_samples, g.seed, g.backend, g.max_lora_rank) == (1, 1234, "transformers", 16)
     assert settings.Generation.from_dict({}, "scoring").num_samples == 8
     gen_fields = {f.name for f in dataclasses.fields(settings.Generation)}
-    assert {p for p in schema_props(("scoring",)) if not p.startswith("verify_")} <= gen_fields
+    assert {p for p in schema_props(("scoring",)) if not p.startswith("verify_")} - {"adaptive"} <= gen_fields
     assert {p for p in schema_props(("evaluation",)) if not p.startswith("ood_")} <= gen_fields
     assert settings.Bootstrap.from_dict({"dataset": "x"}).hidden_size == 128
     assert settings.Analysis.from_dict(None).learnable_window == 3
@@ -75,9 +75,9 @@ def test_every_output_has_its_caption_and_known_file_roles():
 
 def test_policy_registry_entries_all_select():
     scores = pd.DataFrame({"id": [f"i{k}" for k in range(20)], "pass_rate": np.linspace(0, 1, 20),
-                           "level": [1, 2, 3, 4] * 5})
+                           "n_correct": np.arange(20), "n_samples": 19, "level": [1, 2, 3, 4] * 5})
     for name, policy in POLICIES.items():
-        out = select(scores, name, 5, seed=0, tiers={"column": "level", "values": [1, 2]})
+        out = select(scores, name, 5, seed=0, tiers={"column": "level", "values": [1, 2]}, group_size=8)
         assert len(out) == (len(scores) if name == "full" else 10 if policy.size else 5), name
         assert (out["policy"] == name).all()
     assert len({p.color for p in POLICIES.values()}) == len(POLICIES)

@@ -82,7 +82,7 @@ def test_medium_is_centred_window():
 
 
 def test_unknown_policy():
-    with pytest.raises(ValueError, match="allowed: hard, medium, easy, random, full"):
+    with pytest.raises(ValueError, match="allowed: hard, medium, easy, learnable, random, full"):
         select(pool([0.1]), "hardest", 1, 0)
 
 

@@ -50,7 +50,7 @@ def cmd_bootstrap_model(a: argparse.Namespace) -> None:
 def cmd_score(a: argparse.Namespace) -> None:
     from .scoring import score
 
-    score(a.model, a.pool, a.out, a.settings, a.dataset)
+    score(a.model, a.pool, a.out, a.settings, a.dataset, a.cuts)
 
 
 def cmd_verify(a: argparse.Namespace) -> None:
@@ -66,7 +66,8 @@ def cmd_select(a: argparse.Namespace) -> None:
 
     scores = read_parquet(a.scores)
     cols = [c for c in scores.columns if c not in ("samples", "correct", "format_ok")]
-    write_parquet(select(scores[cols], a.policy, parse_budget(a.budget), a.seed, a.tiers, a.rounding), a.out)
+    write_parquet(select(scores[cols], a.policy, parse_budget(a.budget), a.seed, a.tiers, a.rounding,
+                         a.group_size), a.out)
 
 
 def cmd_train(a: argparse.Namespace) -> None:
@@ -125,6 +126,9 @@ def parser() -> argparse.ArgumentParser:
         if name == "evaluate":
             s.add_argument("--manifest", default=None, help="a training manifest: evaluate its checkpoints")
             s.add_argument("--final-only", action="store_true", help="only the manifest's last checkpoint")
+        else:
+            s.add_argument("--cuts", type=_json, default=None,
+                           help="adaptive scoring: the policies, budgets, rounding and G whose cuts to settle (JSON)")
         s.set_defaults(func=func)
 
     s = sub.add_parser("verify", help="fresh samples on every selected item (re-estimated pass rates)")
@@ -142,6 +146,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, required=True)
     s.add_argument("--rounding", choices=["half_up", "floor"], required=True, help="config budget_rounding")
     s.add_argument("--tiers", type=_json, default=None, help='the dataset\'s tiers, e.g. {"column": "level", "values": [1, 2]}')
+    s.add_argument("--group-size", type=int, default=None, help="training G (the learnable policy ranks by it)")
     s.add_argument("--out", required=True)
     s.set_defaults(func=cmd_select)
 

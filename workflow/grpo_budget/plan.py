@@ -258,6 +258,16 @@ def model_path(config: dict, model: str) -> str:
     return paths(config["results"]).model.format(model=model) if "bootstrap" in spec else spec["path"]
 
 
+def adaptive_cuts(config: dict) -> dict | None:
+    """What adaptive scoring must settle (``None`` when scoring is not adaptive): the configured policies, every
+    budget, the budget rounding and the base training G (the ``learnable`` policy ranks by it)."""
+    if config["scoring"].get("adaptive") is None:
+        return None
+    budgets = sorted({parse_budget(b) for p in config["policies"] for b in budget_labels(config, p)}, key=str)
+    return {"policies": list(config["policies"]), "budgets": budgets, "rounding": config["budget_rounding"],
+            "group_size": config["training"]["num_generations"]}
+
+
 def generation_settings(config: dict, section: str, model: str, evalset: str | None = None) -> dict:
     """A scoring/verify/evaluation job's settings (``settings.Generation``): the section, the backend, the model's
     chat-template arguments and the LoRA rank bound. Evaluation-only sets (e.g. AIME) take the ``ood_*`` sampling
@@ -267,7 +277,8 @@ def generation_settings(config: dict, section: str, model: str, evalset: str | N
         s = dict(sc, num_samples=sc["verify_samples"], seed=sc["verify_seed"])
     else:
         s = dict(config[section])
-    s = {k: v for k, v in s.items() if not k.startswith("verify_")}
+    # Adaptive rounds are the pool's scoring only: verification draws a fixed count of fresh samples.
+    s = {k: v for k, v in s.items() if not k.startswith("verify_") and not (section == "verify" and k == "adaptive")}
     if evalset and config["datasets"][evalset]["eval_only"]:
         for key in ("num_samples", "max_new_tokens"):
             s[key] = s.get(f"ood_{key}", s[key])

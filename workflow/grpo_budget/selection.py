@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from . import stats
 from .errors import UserError
 
 
@@ -28,6 +29,7 @@ class Pool:
     order: np.ndarray
     seed: int
     tiers: dict | None
+    group_size: int | None = None  # G of the GRPO groups the subset will train in (the learnable policy)
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class Policy:
     color: str
     size: Callable[[Pool], int] | None = None  # its own size (budget ignored); None: the budget sets it
     doc: str = ""
+    ranks: bool = False  # its choice depends on the pass-rate estimates (adaptive scoring settles its cut)
+    needs_group_size: bool = False  # its choice depends on the training G
 
 
 def _seeded_sample(pool: Pool, n: int) -> np.ndarray:
@@ -48,6 +52,29 @@ def _seeded_sample(pool: Pool, n: int) -> np.ndarray:
 def _medium(pool: Pool, n: int) -> np.ndarray:
     start = (len(pool.order) - n) // 2
     return pool.order[start : start + n]
+
+
+def posterior(scores: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Each item's Beta posterior ``(alpha, beta)`` of its pass rate under the pool's empirical-Bayes prior (the
+    score table's ``eb_prior_a``/``eb_prior_b``, or fitted here to its counts)."""
+    k, n = scores["n_correct"].to_numpy(float), scores["n_samples"].to_numpy(float)
+    if {"eb_prior_a", "eb_prior_b"} <= set(scores.columns):
+        a, b = float(scores["eb_prior_a"].iloc[0]), float(scores["eb_prior_b"].iloc[0])
+    else:
+        a, b = stats.fit_beta_prior(k, n)
+    return a + k, b + n - k
+
+
+def learnable_scores(scores: pd.DataFrame, G: int) -> np.ndarray:
+    """Each item's posterior expected learnable share ``E[1 - p^G - (1 - p)^G]``: the chance that a GRPO group of
+    ``G`` completions has mixed rewards (a non-zero advantage)."""
+    return stats.expected_learnable_beta(*posterior(scores), G)
+
+
+def _learnable(pool: Pool, n: int) -> np.ndarray:
+    if not pool.group_size:
+        raise ValueError("policy learnable needs the training group size (training.num_generations)")
+    return seeded_order(-learnable_scores(pool.scores, pool.group_size), pool.seed)[:n]
 
 
 def in_tiers(scores: pd.DataFrame, tiers: dict | None) -> np.ndarray:
@@ -68,9 +95,11 @@ def _tier_count(pool: Pool) -> int:
 
 # Display order (tables, legends) is the order of this dict.
 POLICIES: dict[str, Policy] = {
-    "hard": Policy(lambda pool, n: pool.order[:n], "#d62728", doc="the lowest base pass rates"),
-    "medium": Policy(_medium, "#2ca02c", doc="the window centred on the median of the difficulty order"),
-    "easy": Policy(lambda pool, n: pool.order[::-1][:n], "#1f77b4", doc="the highest base pass rates"),
+    "hard": Policy(lambda pool, n: pool.order[:n], "#d62728", doc="the lowest base pass rates", ranks=True),
+    "medium": Policy(_medium, "#2ca02c", doc="the window centred on the median of the difficulty order", ranks=True),
+    "easy": Policy(lambda pool, n: pool.order[::-1][:n], "#1f77b4", doc="the highest base pass rates", ranks=True),
+    "learnable": Policy(_learnable, "#17becf", ranks=True, needs_group_size=True,
+                        doc="the highest posterior expected learnable share for the training group size G"),
     "random": Policy(_seeded_sample, "#ff7f0e", doc="a seeded uniform sample"),
     "full": Policy(lambda pool, n: pool.order, "#555555", size=lambda pool: len(pool.scores),
                    doc="the whole pool"),
@@ -103,24 +132,37 @@ def budget_size(budget: float | int, pool_size: int, rounding: str = "half_up") 
     return max(1, min(pool_size, ROUNDING[rounding](budget * pool_size)))
 
 
+def seeded_order(values: np.ndarray, seed: int) -> np.ndarray:
+    """Indices sorting ``values`` ascending; ties in seeded random order."""
+    rng = np.random.default_rng(seed)
+    shuffled = rng.permutation(len(values))
+    return shuffled[np.argsort(np.asarray(values)[shuffled], kind="stable")]
+
+
+def difficulty(scores: pd.DataFrame) -> np.ndarray:
+    """The pass-rate estimate that orders a pool: the empirical-Bayes posterior mean where the score table has it
+    (with equal K per item it orders exactly as k/K, ties included; with adaptive scoring's unequal counts it
+    ranks 0/32 below 0/4), else ``pass_rate``."""
+    return scores["pass_rate_eb" if "pass_rate_eb" in scores.columns else "pass_rate"].to_numpy()
+
+
 def difficulty_order(pass_rates: np.ndarray, seed: int) -> np.ndarray:
     """Indices from hardest (lowest pass rate) to easiest; ties in seeded random order."""
-    rng = np.random.default_rng(seed)
-    shuffled = rng.permutation(len(pass_rates))
-    return shuffled[np.argsort(np.asarray(pass_rates)[shuffled], kind="stable")]
+    return seeded_order(pass_rates, seed)
 
 
 def select(scores: pd.DataFrame, policy: str, budget: float | int, seed: int, tiers: dict | None = None,
-           rounding: str = "half_up") -> pd.DataFrame:
-    """The rows of ``scores`` that ``policy`` buys (see :data:`POLICIES`), with ``rank`` (1 = hardest in the pool)."""
+           rounding: str = "half_up", group_size: int | None = None) -> pd.DataFrame:
+    """The rows of ``scores`` that ``policy`` buys (see :data:`POLICIES`), with ``rank`` (1 = hardest in the pool).
+    ``group_size``: the training G, which the ``learnable`` policy needs."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; allowed: {', '.join(POLICIES)}")
     n_pool = len(scores)
     # The tie-break seed mixes in nothing policy-specific: easy and hard see the same order, reversed.
-    order = difficulty_order(scores["pass_rate"].to_numpy(), seed)
+    order = difficulty_order(difficulty(scores), seed)
     rank = np.empty(n_pool, dtype=int)
     rank[order] = np.arange(1, n_pool + 1)
-    pool = Pool(scores, order, seed, tiers)
+    pool = Pool(scores, order, seed, tiers, group_size)
     spec = POLICIES[policy]
     n = spec.size(pool) if spec.size else budget_size(budget, n_pool, rounding)
     chosen = spec.choose(pool, n)

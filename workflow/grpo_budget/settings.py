@@ -25,6 +25,7 @@ class Lora:
     alpha: int
     dropout: float
     target_modules: str | list[str]
+    layers: list[int] | None = None  # [start, end] of the decoder layers to adapt; None: all
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class Training:
     use_vllm: bool
     vllm_mode: str
     vllm_gpu_memory_utilization: float
+    report_to: str  # none | tensorboard | wandb: a logging sink, not a training knob (not in the fingerprint)
     lora: Lora
     chat_template_kwargs: dict | None = None  # a property of the model, not a training knob
     epochs: float | None = None  # None: train max_steps steps (see training.schedule)
@@ -94,6 +96,20 @@ class Generation:
             extra["max_lora_rank"] = config.fill(("training",), {})["lora"]["r"]
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in section_values.items() if k in names}, **top, **extra)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """The config's ``cost`` section: calibration folders and the runtime request's margin, floor and ceiling."""
+
+    calibrate_from: list[str]
+    margin: float
+    runtime_floor: int
+    runtime_ceiling: int
+
+    @classmethod
+    def from_dict(cls, values: dict | None) -> "Cost":
+        return _build(cls, ("cost",), values)
 
 
 @dataclass(frozen=True)
@@ -138,6 +154,21 @@ class Bootstrap:
         return _build(cls, config.BOOTSTRAP, values)
 
 
+@dataclass(frozen=True)
+class Adaptive:
+    """The config's ``scoring.adaptive`` section (see :mod:`grpo_budget.adaptive`)."""
+
+    first: int  # samples per item in the first round
+    step: int  # samples per item still in doubt in each later round
+    max_samples: int  # per item
+    confidence: float  # posterior mass on one side of every cut that settles an item
+
+    @classmethod
+    def from_dict(cls, values: dict | None) -> "Adaptive":
+        return _build(cls, ("scoring", "adaptive"), values)
+
+
 # Settings class -> its schema section, for the test that they agree.
-SECTIONS = {Training: ("training",), Lora: ("training", "lora"), Analysis: ("analysis",),
+SECTIONS = {Training: ("training",), Lora: ("training", "lora"), Analysis: ("analysis",), Cost: ("cost",),
+            Adaptive: ("scoring", "adaptive"),
             Bootstrap: config.BOOTSTRAP}

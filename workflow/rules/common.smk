@@ -2,6 +2,7 @@
 
 import json
 import os
+import shlex
 import sys
 
 from snakemake.exceptions import WorkflowError
@@ -67,6 +68,19 @@ def get_model_path(wildcards):
 def get_model_input(wildcards):
     """The bootstrapped model folder as an input (a hub id or an existing path is not a rule's output)."""
     return [P.model.format(model=wildcards.model)] if "bootstrap" in config["models"][wildcards.model] else []
+
+
+def get_group_size_arg(wildcards):
+    """``--group-size G`` for a policy that ranks by the training G (others do not, so their jobs never re-run
+    when G changes)."""
+    needs = POLICIES[wildcards.policy].needs_group_size
+    return f" --group-size {config['training']['num_generations']}" if needs else ""
+
+
+def get_adaptive_cuts_arg(wildcards):
+    """``--cuts JSON`` for adaptive scoring (what its rounds must settle); nothing for fixed-K scoring."""
+    cuts = plan.adaptive_cuts(config)
+    return f" --cuts {shlex.quote(as_json(cuts))}" if cuts else ""
 
 
 def get_generation_settings(section):

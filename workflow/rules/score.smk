@@ -9,6 +9,7 @@ rule score:
         model=get_model_path,
         settings=get_generation_settings("scoring"),
         dataset=get_dataset,
+        cuts=get_adaptive_cuts_arg,
     threads: 1
     resources:
         mem_mb=scaled("score", "mem_mb"),
@@ -21,7 +22,7 @@ rule score:
         "../../envs/grpo-budget.yaml"
     shell:
         "grpo-budget --threads {threads} score --model {params.model:q} --pool {input.pool:q}"
-        " --settings {params.settings:q} --dataset {params.dataset:q} --out {output:q}"
+        " --settings {params.settings:q} --dataset {params.dataset:q}{params.cuts} --out {output:q}"
         " > {log:q} 2>&1"
 
 
@@ -34,6 +35,7 @@ rule select:
     params:
         tiers=lambda wc: as_json(config["datasets"][wc.dataset].get("tiers")),
         rounding=config["budget_rounding"],
+        group_size=get_group_size_arg,
     log:
         log_file("select", "{model}_{dataset}_{policy}_b{budget}_s{seed}"),
     benchmark:
@@ -42,7 +44,8 @@ rule select:
         "../../envs/grpo-budget.yaml"
     shell:
         "grpo-budget select --scores {input:q} --policy {wildcards.policy} --budget {wildcards.budget}"
-        " --seed {wildcards.seed} --rounding {params.rounding} --tiers {params.tiers:q} --out {output:q} > {log:q} 2>&1"
+        " --seed {wildcards.seed} --rounding {params.rounding} --tiers {params.tiers:q}"
+        "{params.group_size} --out {output:q} > {log:q} 2>&1"
 
 
 rule verify:

@@ -1,0 +1,106 @@
+"""Adaptive difficulty scoring: sample in rounds, and after each round keep sampling only the items whose place
+in some configured subset is still in doubt.
+
+Fixed-K scoring spends K samples on every item, although an item at 4/8 is neither among the hardest nor the
+easiest 10% and a few samples tell so. The decisions that matter are the cuts the configured policies make at the
+configured budgets. After each round every item's pass rate has an empirical-Bayes Beta posterior (the pool's own
+prior, refitted each round); each (policy, budget) cut is an interval of pass rates; an item is *settled* for a cut
+when its posterior puts at least ``confidence`` of its mass inside the interval, or outside it. Items unsettled
+for any cut get ``step`` more samples, up to ``max_samples``. Pure functions; :mod:`grpo_budget.scoring` runs the
+rounds.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import special
+
+from . import selection, stats
+from .settings import Adaptive
+
+
+@dataclass(frozen=True)
+class Target:
+    """A selection decision adaptive scoring must settle: ``policy`` buying ``n`` items."""
+
+    policy: str
+    n: int
+
+
+def targets(policies: list[str], budgets: list, pool_size: int, rounding: str = "half_up") -> list[Target]:
+    """The cuts to settle: every configured policy whose choice depends on pass rates, at every budget."""
+    out = []
+    for policy in policies:
+        if not selection.POLICIES[policy].ranks:
+            continue
+        for budget in budgets:
+            t = Target(policy, selection.budget_size(budget, pool_size, rounding))
+            if t not in out and t.n < pool_size:
+                out.append(t)
+    return out
+
+
+def posterior_table(k: np.ndarray, n: np.ndarray) -> pd.DataFrame:
+    """Counts with their empirical-Bayes posterior mean and prior, as the score table has them (what the policies
+    read)."""
+    a, b = stats.fit_beta_prior(k, n)
+    k, n = np.asarray(k, float), np.asarray(n, float)
+    return pd.DataFrame({"n_correct": k, "n_samples": n, "pass_rate_eb": (a + k) / (a + b + n),
+                         "eb_prior_a": a, "eb_prior_b": b})
+
+
+def interval(means: np.ndarray, order: np.ndarray, chosen: np.ndarray) -> tuple[float, float]:
+    """The pass-rate interval a cut keeps, in the pool's difficulty ``order`` (ascending ``means``, ties shuffled):
+    from midway between the estimates just outside and inside its first chosen rank to midway between those at
+    its last (0 or 1 where it reaches the end of the order). Items tied with the cut sit on its edge, so they stay
+    in doubt until their samples part them."""
+    ranks = np.empty(len(order), dtype=int)
+    ranks[order] = np.arange(len(order))
+    first, last = ranks[chosen].min(), ranks[chosen].max()
+    m = np.asarray(means, dtype=float)[order]
+    lo = (m[first - 1] + m[first]) / 2 if first > 0 else 0.0
+    hi = (m[last] + m[last + 1]) / 2 if last < len(m) - 1 else 1.0
+    return float(lo), float(hi)
+
+
+def mass_inside(a: np.ndarray, b: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """``P(lo <= p <= hi)`` for ``p ~ Beta(a, b)``, per item."""
+    return special.betainc(a, b, hi) - special.betainc(a, b, lo)
+
+
+def unsettled(k: np.ndarray, n: np.ndarray, cuts: list[Target], confidence: float, seed: int,
+              group_size: int | None = None) -> np.ndarray:
+    """Mask of the items whose side of some cut the posterior does not yet tell at ``confidence``."""
+    table = posterior_table(k, n)
+    a, b = selection.posterior(table)
+    means = table["pass_rate_eb"].to_numpy()
+    order = selection.difficulty_order(means, seed)
+    pool = selection.Pool(table, order, seed, None, group_size)
+    doubt = np.zeros(len(table), dtype=bool)
+    for cut in cuts:
+        lo, hi = interval(means, order, selection.POLICIES[cut.policy].choose(pool, cut.n))
+        p_in = mass_inside(a, b, lo, hi)
+        doubt |= (p_in < confidence) & (p_in > 1 - confidence)
+    return doubt
+
+
+def allocation(k: np.ndarray, n: np.ndarray, settings: Adaptive, cuts: list[Target], seed: int,
+               group_size: int | None = None) -> np.ndarray:
+    """Samples each item gets in the next round: ``first`` for an unsampled item, ``step`` (capped at
+    ``max_samples``) for one still in doubt, 0 otherwise. All zeros: scoring is done."""
+    n = np.asarray(n, dtype=int)
+    if not n.any():
+        return np.full(len(n), min(settings.first, settings.max_samples))
+    more = np.minimum(settings.step, settings.max_samples - n)
+    doubt = unsettled(k, n, cuts, settings.confidence, seed, group_size) if cuts else np.zeros(len(n), bool)
+    return np.where(doubt & (more > 0), more, 0)
+
+
+def round_seed(seed: int, r: int) -> int:
+    """The sampling seed of round ``r``: the scoring seed for the first, then one derived from (seed, r), so each
+    round draws fresh samples and the same config draws the same ones."""
+    return seed if r == 0 else zlib.crc32(f"{seed}/round-{r}".encode()) & 0x7FFFFFFF
