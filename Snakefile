@@ -19,6 +19,7 @@ wildcard_constraints:
     policy="|".join(POLICIES),
     budget=plan.BUDGET_REGEX,
     seed=r"\d+",
+    variant=NAME,
 
 
 include: "workflow/rules/prepare.smk"

@@ -137,6 +137,9 @@ def validate(config: dict) -> dict:
         raise ConfigError(f"config field '{where}': {error.message}. {_allowed(error, schema)}".strip())
     _check_semantics(config)
     _check_inputs(config)
+    from .sweep import check as check_sweep
+
+    check_sweep(config)  # every variant of a `sweep:` block, before any job starts
     return config
 
 

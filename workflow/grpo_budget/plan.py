@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
+from . import sweep
 from .errors import UserError
 from .io import read_json, write_text
 from .selection import fixed_size
@@ -47,9 +48,32 @@ PATTERNS = {
 }
 
 
-def paths(results: str) -> SimpleNamespace:
-    """Every path pattern under ``results``, as attributes (``paths("results").subset``)."""
-    return SimpleNamespace(**{k: f"{results}/{v}" for k, v in PATTERNS.items()})
+# With a `sweep:` block, what training makes and what is evaluated on it gets one folder per variant under the run's
+# folder; the subset stays where it is, shared by every variant (selection does not depend on training settings).
+VARIANT_DIR = f"{RUN_DIR}/v-{{variant}}"
+PER_VARIANT = ("checkpoints", "train_log", "manifest", "run_eval")
+
+
+def paths(results: str, variants: bool = False) -> SimpleNamespace:
+    """Every path pattern under ``results``, as attributes (``paths("results").subset``); ``variants``: the
+    patterns of a sweep, whose training outputs have a ``{variant}`` level."""
+    patterns = dict(PATTERNS)
+    if variants:
+        patterns.update({k: patterns[k].replace(RUN_DIR, VARIANT_DIR, 1) for k in PER_VARIANT})
+    return SimpleNamespace(**{k: f"{results}/{v}" for k, v in patterns.items()})
+
+
+def config_paths(config: dict) -> SimpleNamespace:
+    """The path patterns of a validated config (with a variant level when it sweeps)."""
+    return paths(config["results"], sweep.has_sweep(config))
+
+
+RUN_NAME = "{model}_{dataset}_{policy}_b{budget}_s{seed}"
+
+
+def run_name(config: dict) -> str:
+    """The log and benchmark file name pattern of a training or evaluation job."""
+    return RUN_NAME + ("_v-{variant}" if sweep.has_sweep(config) else "")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -112,6 +136,19 @@ def grid(config: dict) -> list[dict]:
     ]
 
 
+def training_runs(config: dict) -> list[dict]:
+    """Every trained arm: the grid's runs, times the sweep's variants (with a ``variant`` key) where it sweeps."""
+    names = sweep.names(config)
+    if not names:
+        return grid(config)
+    return [dict(r, variant=v) for r in grid(config) for v in names]
+
+
+def several_budgets(config: dict) -> bool:
+    """Several configured budgets that some policy buys (the budget curve's condition)."""
+    return len(config["budgets"]) > 1 and not all(fixed_size(p) for p in config["policies"])
+
+
 def has_ood(config: dict) -> bool:
     return any(config["datasets"][d]["ood"] for d in trainable_datasets(config))
 
@@ -131,6 +168,7 @@ class RunFiles:
     log: str
     manifest: str
     evals: dict[str, str]  # evaluation set -> evaluation file
+    variant: str = ""  # the sweep variant ("" without a sweep)
 
 
 @dataclass(frozen=True)
@@ -156,16 +194,22 @@ class Listing:
     num_generations: int
     prompts_per_step: int
     verify: list[ScoreFile] = field(default_factory=list)  # fresh pass rates of the selected items, where enabled
+    variants: dict[str, dict] = field(default_factory=dict)  # sweep variant -> its swept settings' values
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, indent=1)
+        d = asdict(self)
+        if not self.variants:  # without a sweep, the listing (and its digest) is what it was before sweeps
+            del d["variants"]
+            for r in d["runs"]:
+                del r["variant"]
+        return json.dumps(d, sort_keys=True, indent=1)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Listing":
         return cls(runs=[RunFiles(**r) for r in d["runs"]], base=[BaseEval(**b) for b in d["base"]],
                    scores=[ScoreFile(**s) for s in d["scores"]], tests=d["tests"],
                    num_generations=d["num_generations"], prompts_per_step=d["prompts_per_step"],
-                   verify=[ScoreFile(**v) for v in d.get("verify", [])])
+                   verify=[ScoreFile(**v) for v in d.get("verify", [])], variants=d.get("variants", {}))
 
     @classmethod
     def read(cls, path: str | Path) -> "Listing":
@@ -174,14 +218,23 @@ class Listing:
     def base_eval(self, model: str, evalset: str) -> str:
         return next(b.path for b in self.base if (b.model, b.evalset) == (model, evalset))
 
+    def training_value(self, run: RunFiles, key: str):
+        """A training setting the analysis needs (``num_generations``, ``prompts_per_step``) as the run's variant
+        set it: the swept value, else the base section's."""
+        return self.variants.get(run.variant, {}).get(f"training.{key}", getattr(self, key))
+
+    def swept(self) -> list[str]:
+        """The swept settings (dotted paths), in sweep order."""
+        return list(dict.fromkeys(k for v in self.variants.values() for k in v))
+
 
 def listing(config: dict) -> Listing:
     """The typed listing of every run of the grid and the files the aggregate stage reads."""
-    p = paths(config["results"])
+    p = config_paths(config)
     runs = [
         RunFiles(**r, subset=p.subset.format(**r), log=p.train_log.format(**r), manifest=p.manifest.format(**r),
                  evals={e: p.run_eval.format(**r, evalset=e) for e in evalsets(config, r["dataset"])})
-        for r in grid(config)
+        for r in training_runs(config)
     ]
     every_evalset = sorted({e for d in trainable_datasets(config) for e in evalsets(config, d)})
     return Listing(
@@ -194,6 +247,7 @@ def listing(config: dict) -> Listing:
         prompts_per_step=config["training"]["prompts_per_step"],
         verify=[ScoreFile(m, d, p.verify.format(model=m, dataset=d))
                 for m in config["models"] for d in trainable_datasets(config)] if verifies(config) else [],
+        variants={v.name: v.values for v in sweep.variants(config)},
     )
 
 
@@ -284,15 +338,15 @@ def generation_settings(config: dict, section: str, model: str, evalset: str | N
             s[key] = s.get(f"ood_{key}", s[key])
     s = {k: v for k, v in s.items() if not k.startswith("ood_")}
     if config["backend"] == "vllm":  # vLLM sizes its LoRA slots up front; other backends need no bound
-        s["max_lora_rank"] = config["training"]["lora"]["r"]
+        s["max_lora_rank"] = max([config["training"]["lora"]["r"]] + list(sweep.axes(config).get("training.lora.r", [])))
     return dict(s, backend=config["backend"], backend_kwargs=config["backend_kwargs"],
                 **_template_kwargs(config, model))
 
 
-def training_settings(config: dict, model: str) -> dict:
-    """A training job's settings (``settings.Training``): the training section and the model's chat-template
-    arguments."""
-    return dict(config["training"], **_template_kwargs(config, model))
+def training_settings(config: dict, model: str, variant: str | None = None) -> dict:
+    """A training job's settings (``settings.Training``): the training section (a sweep variant's: the base
+    section with the variant's values) and the model's chat-template arguments."""
+    return dict(sweep.training_of(config, variant), **_template_kwargs(config, model))
 
 
 def _template_kwargs(config: dict, model: str) -> dict:

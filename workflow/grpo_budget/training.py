@@ -143,6 +143,8 @@ def trajectory_settings(settings: dict) -> dict:
     # Memory knobs change how a step is computed, not what it computes: lowering them after an out-of-memory
     # failure must resume, not retrain.
     dropped |= {"gradient_checkpointing", "vllm_gpu_memory_utilization"}
+    if s["lora"].get("layers") is None:  # unset, as before the field existed: the fingerprint stays
+        s["lora"] = {k: v for k, v in s["lora"].items() if k != "layers"}
     return {k: v for k, v in s.items() if k not in dropped}
 
 
@@ -384,17 +386,100 @@ def grpo_config(settings: dict, out_dir: Path, seed: int, on_gpu: bool, n_items:
     return args
 
 
-def lora_config(settings: dict):
+def lora_config(settings: dict, target_modules=None, layers: list[int] | None = None):
+    """PEFT's ``LoraConfig``; ``target_modules`` and ``layers`` as :func:`resolve_lora_targets` gives them (by
+    default the settings' own target modules on every layer)."""
     from peft import LoraConfig
 
     lora = complete(settings)["lora"]
+    extra = {"layers_to_transform": list(layers), "layers_pattern": "layers"} if layers is not None else {}
     return LoraConfig(
         r=int(lora["r"]),
         lora_alpha=int(lora["alpha"]),
         lora_dropout=float(lora["dropout"]),
-        target_modules=lora["target_modules"],
+        target_modules=lora["target_modules"] if target_modules is None else target_modules,
         task_type="CAUSAL_LM",
+        **extra,
     )
+
+
+# Named groups of LoRA target modules: the linear layers under this submodule of every decoder layer (the names of
+# Llama, Qwen2/3, Mistral and Phi-3 layouts alike: q/k/v/o_proj or a fused qkv_proj under self_attn; gate/up/down_proj
+# or a fused gate_up_proj under mlp). all-linear: every linear layer of the decoder layers.
+LORA_GROUPS = {"attention": "self_attn", "mlp": "mlp"}
+ALL_LINEAR = "all-linear"
+
+
+def _decoder_layers(model) -> tuple[str, int]:
+    """The path of the model's list of decoder layers (``model.layers``) and how many there are."""
+    import torch
+
+    found = [(name, len(m)) for name, m in model.named_modules()
+             if isinstance(m, torch.nn.ModuleList) and name.rsplit(".", 1)[-1] == "layers" and len(m)]
+    if not found:
+        raise UserError(f"{type(model).__name__} has no list of decoder layers named 'layers': LoRA groups "
+                        f"({', '.join(LORA_GROUPS)}) and training.lora.layers need one; list module names instead")
+    return found[0]
+
+
+def _layer_linears(model) -> list[str]:
+    """The linear layers of the decoder layers, as paths inside one layer (``self_attn.q_proj``), in model order."""
+    import torch
+    from transformers.pytorch_utils import Conv1D
+
+    prefix, _ = _decoder_layers(model)
+    out = []
+    for name, module in model.named_modules():
+        if name.startswith(prefix + ".") and isinstance(module, (torch.nn.Linear, Conv1D)):
+            inner = name[len(prefix) + 1:].split(".", 1)
+            if len(inner) == 2 and inner[0].isdigit():
+                out.append(inner[1])
+    return list(dict.fromkeys(out))
+
+
+def resolve_lora_targets(model, target_modules, layers: list[int] | None = None):
+    """PEFT's ``target_modules`` and ``layers_to_transform`` for the configured targets on ``model``.
+
+    ``target_modules``: a list of module names and named groups, or one name or group: ``attention`` (the linear
+    layers under each decoder layer's ``self_attn``), ``mlp`` (under ``mlp``), ``all-linear``. ``layers``:
+    ``[start, end]`` of the decoder layers to adapt (0-based, both included), or None for all. Groups become the
+    model's own module names (so Phi-3's fused ``qkv_proj`` is what ``attention`` means there). A plain string
+    other than a group without ``layers`` (``all-linear``, a regex) goes to PEFT unchanged, as before groups existed.
+    """
+    names = [target_modules] if isinstance(target_modules, str) else list(target_modules)
+    groups = [n for n in names if n in LORA_GROUPS or n == ALL_LINEAR]
+    if isinstance(target_modules, str) and layers is None and target_modules not in LORA_GROUPS:
+        return target_modules, None
+    if isinstance(target_modules, str) and not groups:
+        raise UserError(f"training.lora.target_modules {target_modules!r} is a single pattern, which PEFT cannot "
+                        "restrict to training.lora.layers; allowed with layers: a list of module names, "
+                        f"{', '.join(LORA_GROUPS)} or {ALL_LINEAR}")
+    transform = None
+    if layers is not None:
+        _, n_layers = _decoder_layers(model)
+        start, end = (int(x) for x in layers)
+        if not 0 <= start <= end < n_layers:
+            raise UserError(f"training.lora.layers {list(layers)} is not a range of this model's {n_layers} decoder "
+                            f"layers; allowed: [start, end] with 0 <= start <= end <= {n_layers - 1}")
+        transform = list(range(start, end + 1))
+    resolved: list[str] = []
+    if groups:
+        linears = _layer_linears(model)
+        for n in names:
+            if n == ALL_LINEAR:
+                resolved += [p.rsplit(".", 1)[-1] for p in linears]
+            elif n in LORA_GROUPS:
+                mine = [p.rsplit(".", 1)[-1] for p in linears if p.startswith(LORA_GROUPS[n] + ".")]
+                if not mine:
+                    raise UserError(f"LoRA group {n!r} matches no linear layer under {LORA_GROUPS[n]} in the decoder "
+                                    f"layers of {type(model).__name__}, whose linear layers are "
+                                    f"{', '.join(linears) or '(none)'}: fix training.lora.target_modules")
+                resolved += mine
+            else:
+                resolved.append(n)
+    else:
+        resolved = names
+    return list(dict.fromkeys(resolved)), transform
 
 
 def check_lora_targets(model, target_modules) -> None:
@@ -498,14 +583,15 @@ def _fit(subset: pd.DataFrame, model_path: str, args, s: dict, dataset: dict, re
     reward = grading.make_reward_function(str(subset["answer_type"].iloc[0]), grader["mode"], grader["pattern"])
     dtype = torch.bfloat16 if args.bf16 else torch.float32
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
-    check_lora_targets(model, s["lora"]["target_modules"])
+    targets, layers = resolve_lora_targets(model, s["lora"]["target_modules"], s["lora"].get("layers"))
+    check_lora_targets(model, targets)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=reward,
         args=args,
         train_dataset=train_set,
         processing_class=tokenizer,
-        peft_config=lora_config(s),
+        peft_config=lora_config(s, targets, layers),
         callbacks=[planned_saves(planned)],
     )
     if resume:

@@ -24,7 +24,8 @@ try:
 except grpo_config.ConfigError as e:
     raise WorkflowError(f"invalid configuration: {e}") from None
 
-P = plan.paths(config["results"])
+P = plan.config_paths(config)  # with a `sweep:`, training and evaluation outputs have a {variant} level
+RUN_NAME = plan.run_name(config)  # log and benchmark name of a training or evaluation job
 LISTING = plan.write_listing(config)  # the aggregate jobs read the run listing from this file
 NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 
@@ -88,7 +89,7 @@ def get_generation_settings(section):
 
 
 def get_training_settings(wildcards):
-    return as_json(plan.training_settings(config, wildcards.model))
+    return as_json(plan.training_settings(config, wildcards.model, getattr(wildcards, "variant", None)))
 
 
 def get_final_only(wildcards):
@@ -103,7 +104,7 @@ def get_output_files(name):
 
 def final_targets():
     """Every aggregate output; those that need out-of-distribution sets only when some dataset lists them."""
-    built = [n for n, o in OUTPUTS.items() if not o.needs_ood or plan.has_ood(config)]
+    built = [n for n, o in OUTPUTS.items() if (not o.needs_ood or plan.has_ood(config)) and o.wanted(config)]
     files = [P.summary_csv, P.summary_md, P.summary_seeds, P.summary_html]
     files += expand([P.figure, P.figure_pdf], name=[n for n in built if OUTPUTS[n].kind == "figure"])
     files += expand([P.table, P.table_md, P.table_html], name=[n for n in built if OUTPUTS[n].kind == "table"])

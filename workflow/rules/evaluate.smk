@@ -43,9 +43,9 @@ rule evaluate:
         mem_mb=scaled("evaluate", "mem_mb"),
         runtime=scaled("evaluate", "runtime"),
     log:
-        log_file("evaluate", "{model}_{dataset}_{policy}_b{budget}_s{seed}_{evalset}"),
+        log_file("evaluate", RUN_NAME + "_{evalset}"),
     benchmark:
-        benchmark_file("evaluate", "{model}_{dataset}_{policy}_b{budget}_s{seed}_{evalset}")
+        benchmark_file("evaluate", RUN_NAME + "_{evalset}")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:

@@ -16,9 +16,9 @@ rule train:
         mem_mb=scaled("train", "mem_mb"),
         runtime=scaled("train", "runtime"),
     log:
-        log_file("train", "{model}_{dataset}_{policy}_b{budget}_s{seed}"),
+        log_file("train", RUN_NAME),
     benchmark:
-        benchmark_file("train", "{model}_{dataset}_{policy}_b{budget}_s{seed}")
+        benchmark_file("train", RUN_NAME)
     conda:
         "../../envs/grpo-budget.yaml"
     shell:

@@ -14,9 +14,9 @@ from ..plan import Listing, budget_sort_key
 from ..selection import POLICIES
 from ..settings import Analysis
 from .outputs import output
-from .read import PANEL, _available, _label, _policy_rank, _read, as_settings
+from .read import PANEL, _available, _label, _policy_rank, _read, as_settings, keys_in
 from .render import _heading, _sections
-from .tables import _learnable_row, curves, difficulty_table, verdict_table
+from .tables import _learnable_row, curves, difficulty_table, gains_over_seeds, verdict_table
 
 BUDGET_STYLES = ["-", "--", ":", "-."]
 
@@ -64,16 +64,17 @@ def figure_accuracy(runs: Listing, outs: Sequence[str], settings: Analysis | dic
     groups = _sections(df, PANEL)
     fig, axes = _panels(len(groups))
     for ax, (key, g) in zip(axes, groups):
-        budgets = list(dict.fromkeys(g["budget"]))
+        arm = keys_in(g, ["policy", "budget", "variant"])
+        budgets = list(dict.fromkeys(map(tuple, g[arm[1:]].to_numpy())))  # line styles: budget (and variant)
         base = g[g["step"] == 0].iloc[0]
         ax.errorbar([0], [100 * base["accuracy"]], yerr=[[100 * (base["accuracy"] - base["lo"])],
                     [100 * (base["hi"] - base["accuracy"])]], color="black", marker="s", capsize=3, zorder=5,
                     label="base model")
-        for (policy, budget), a in g.groupby(["policy", "budget"], sort=False):
-            st = _style(policy, budget, budgets)
+        for arm_key, a in g.groupby(arm, sort=False):
+            st = _style(arm_key[0], arm_key[1:], budgets)
             seeds = int(a["n_seeds"].max())
             ax.plot(a["step"], 100 * a["accuracy"], marker="o", ms=4, **st,
-                    label=f"{policy} @ {budget}" + (f" ({seeds} seeds)" if seeds > 1 else ""))
+                    label=_label(*arm_key) + (f" ({seeds} seeds)" if seeds > 1 else ""))
             ax.fill_between(a["step"], 100 * a["lo"], 100 * a["hi"], color=st["color"], alpha=0.15, lw=0)
         ax.set(title=_heading(key).split(" (")[0].replace("trained on ", "").replace(" · tested on ", " → "),
                xlabel="training step (0 = base model)", ylabel="accuracy %")
@@ -88,25 +89,24 @@ def figure_accuracy(runs: Listing, outs: Sequence[str], settings: Analysis | dic
 def figure_learnable(runs: Listing, outs: Sequence[str], settings: Analysis | dict) -> None:
     """Share of groups with non-zero reward std per step (observed, mean over seeds) and the prediction."""
     s = as_settings(settings)
-    G = runs.num_generations
     keyed: dict[tuple, list[dict]] = {}
     for r in runs.runs:
         keyed.setdefault((r.model, r.dataset), []).append(r)
     fig, axes = _panels(len(keyed))
     for ax, ((model, dataset), rs) in zip(axes, sorted(keyed.items())):
-        budgets = list(dict.fromkeys(r.budget for r in rs))
+        budgets = list(dict.fromkeys((r.budget, r.variant) for r in rs))
         arms: dict[tuple, list[dict]] = {}
         for r in rs:
-            arms.setdefault((r.policy, r.budget), []).append(r)
+            arms.setdefault((r.policy, r.budget, r.variant), []).append(r)
         window = 0
-        for (policy, budget), group in sorted(arms.items(), key=lambda kv: (_policy_rank(kv[0][0]), budget_sort_key(kv[0][1]))):
-            st = _style(policy, budget, budgets)
+        for (policy, budget, variant), group in sorted(arms.items(), key=lambda kv: (_policy_rank(kv[0][0]), budget_sort_key(kv[0][1]))):
+            st = _style(policy, (budget, variant), budgets)
             learn = pd.concat([stats.learnable_from_log(_read(r.log)).assign(seed=r.seed) for r in group])
             per_step = learn.groupby("step")["learnable"].mean()
             window = max(window, stats.window_steps(len(per_step), s.learnable_window))
             ax.plot(per_step.index, 100 * per_step, color=st["color"], alpha=0.3, lw=1)
             ax.plot(per_step.index, 100 * per_step.expanding().mean(), lw=2, **st,
-                    label=f"{policy} @ {budget}" + (f" ({len(group)} seeds)" if len(group) > 1 else ""))
+                    label=_label(policy, budget, variant) + (f" ({len(group)} seeds)" if len(group) > 1 else ""))
             p = np.mean([_learnable_row(r, runs, s)["predicted_pct"] for r in group])  # the table's lead prediction
             ax.axhline(p, color=st["color"], ls=(0, (4, 3)), lw=1)
         if window:
@@ -162,20 +162,21 @@ def figure_difficulty(runs: Listing, outs: Sequence[str], settings: Analysis | d
     for ax, (key, g) in zip(axes, groups):
         tiers_ = g.drop_duplicates("tier").sort_values("tier_order")
         x = {t: i for i, t in enumerate(tiers_["tier"])}
-        arms = list(g.groupby(["policy", "budget"], sort=False))
+        arm = keys_in(g, ["policy", "budget", "variant"])
+        arms = list(g.groupby(arm, sort=False))
         width = 0.8 / (len(arms) + 1)
-        budgets = list(dict.fromkeys(g["budget"]))
+        budgets = list(dict.fromkeys(map(tuple, g[arm[1:]].to_numpy())))
         b = tiers_
         xs = np.array([x[t] for t in b["tier"]]) - 0.4 + width / 2
         ax.errorbar(xs, 100 * b["base_acc"], yerr=[100 * (b["base_acc"] - b["base_lo"]), 100 * (b["base_hi"] - b["base_acc"])],
                     fmt="s", color="black", capsize=2, label="base model")
-        for i, ((policy, budget), a) in enumerate(arms, start=1):
-            st = _style(policy, budget, budgets)
+        for i, (arm_key, a) in enumerate(arms, start=1):
+            st = _style(arm_key[0], arm_key[1:], budgets)
             xs = np.array([x[t] for t in a["tier"]]) - 0.4 + width * (i + 0.5)
             seeds = int(a["n_seeds"].max())
             ax.errorbar(xs, 100 * a["final_acc"], yerr=[100 * (a["final_acc"] - a["final_lo"]),
                         100 * (a["final_hi"] - a["final_acc"])], fmt="o", color=st["color"], capsize=2,
-                        label=f"{policy} @ {budget}" + (f" ({seeds} seeds)" if seeds > 1 else ""))
+                        label=_label(*arm_key) + (f" ({seeds} seeds)" if seeds > 1 else ""))
         ax.set_xticks(range(len(x)), [f"{t}\n(n={n})" for t, n in zip(tiers_["tier"], tiers_["n_items"])],
                       fontsize=7)
         ax.set(title=_heading(key).split(" (")[0].replace("trained on ", "").replace(" · tested on ", " → "),
@@ -192,7 +193,8 @@ def figure_difficulty(runs: Listing, outs: Sequence[str], settings: Analysis | d
 def figure_differences(runs: Listing, outs: Sequence[str], settings: Analysis | dict) -> None:
     """Pairwise differences A − B in final accuracy with their paired intervals; one panel per comparison."""
     s = as_settings(settings)
-    groups = _sections(verdict_table(runs, s), PANEL + ["budget"])
+    table = verdict_table(runs, s)
+    groups = _sections(table, PANEL + keys_in(table, ["budget", "variant"]))
     fig, axes = _panels(len(groups))
     colors = {"A": "#d62728", "B": "#1f77b4"}
     for ax, (key, g) in zip(axes, groups):
@@ -203,9 +205,82 @@ def figure_differences(runs: Listing, outs: Sequence[str], settings: Analysis | 
                         fmt="o", color=colors.get(side, "0.5"), capsize=3)
         ax.axvline(0, color="black", lw=1)
         ax.set_yticks(y, [f"{a} − {b}" for a, b in zip(g["arm_a"], g["arm_b"])], fontsize=8)
-        model, dataset, evalset, budget = key
-        ax.set(title=f"{model} · {dataset} → {evalset} · budget {budget}", xlabel="A − B, final accuracy (points)")
+        model, dataset, evalset, budget = key[:4]
+        ax.set(title=f"{model} · {dataset} → {evalset} · budget {budget}" + (f" · {key[4]}" if len(key) > 4 else ""),
+               xlabel="A − B, final accuracy (points)")
         ax.grid(alpha=0.3, axis="x")
     if not groups:
         _empty(axes[0], "fewer than two policies: nothing to compare")
+    _save_figure(fig, outs)
+
+
+def _in_distribution(df: pd.DataFrame) -> pd.DataFrame:
+    return df[~df["ood"].astype(bool)] if len(df) else df
+
+
+def _gain_lines(ax, g: pd.DataFrame, x_of, xs: list[str], s: Analysis) -> None:
+    """One line per policy of gain (points) with its interval against categorical positions ``xs``; ``x_of`` maps
+    a row to its category. Policies are offset a little so that their intervals do not overlap."""
+    policies = sorted(dict.fromkeys(g["policy"]), key=_policy_rank)
+    for i, policy in enumerate(policies):
+        a = g[g["policy"] == policy]
+        pos = {x: j for j, x in enumerate(xs)}
+        a = a.assign(_x=[pos[x_of(r)] for _, r in a.iterrows()]).sort_values("_x")
+        x = a["_x"].to_numpy() + 0.06 * (i - (len(policies) - 1) / 2)
+        seeds = int(a["n_seeds"].max())
+        ax.errorbar(x, a["gain_pts"], yerr=[a["gain_pts"] - a["gain_lo"], a["gain_hi"] - a["gain_pts"]],
+                    color=POLICIES[policy].color if policy in POLICIES else "C7", marker="o", ms=5, capsize=3,
+                    label=policy + (f" ({seeds} seeds)" if seeds > 1 else ""))
+    ax.axhline(0, color="black", lw=1)
+    ax.set_xticks(range(len(xs)), xs)
+    ax.set_xlim(-0.5, len(xs) - 0.5)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7, title=f"bars: {s.level:.0%} interval", title_fontsize=7)
+
+
+@output("gain_vs_setting", "figure", reads={"evals"}, when="sweep")
+def figure_gain_vs_setting(runs: Listing, outs: Sequence[str], settings: Analysis | dict) -> None:
+    """Gain over the base model (final checkpoint, with intervals) against each swept training setting, one line
+    per policy; one panel per model, dataset, budget, swept setting and values of the other swept settings."""
+    from ..sweep import format_value, label
+
+    s = as_settings(settings)
+    df = _in_distribution(gains_over_seeds(runs, s))
+    swept = runs.swept()
+    panels = []
+    for (model, dataset, budget), g in (df.groupby(["model", "dataset", "budget"], sort=False) if len(df) else []):
+        for key in swept:
+            others = [k for k in swept if k != key]
+            held = {v: tuple(format_value(runs.variants[v][o]) for o in others) for v in dict.fromkeys(g["variant"])}
+            for combo in dict.fromkeys(held.values()):
+                sub = g[g["variant"].map(held) == combo]
+                panels.append((f"{model} · {dataset} · budget {budget}", key, others, combo, sub))
+    fig, axes = _panels(len(panels))
+    for ax, (title, key, others, combo, sub) in zip(axes, panels):
+        xs = list(dict.fromkeys(format_value(values[key]) for values in runs.variants.values()))
+        _gain_lines(ax, sub, lambda r: format_value(runs.variants[r["variant"]][key]), xs, s)
+        held = ", ".join(f"{label(o)} {c}" for o, c in zip(others, combo))
+        ax.set(title=title + (f"\n{held}" if held else ""), xlabel=label(key),
+               ylabel="gain over the base model (points)")
+    if not panels:
+        _empty(axes[0], "no sweep: nothing to plot")
+    _save_figure(fig, outs)
+
+
+@output("gain_vs_budget", "figure", reads={"evals"}, when="budgets")
+def figure_gain_vs_budget(runs: Listing, outs: Sequence[str], settings: Analysis | dict) -> None:
+    """The budget curve: gain over the base model (final checkpoint, with intervals) against the budget, one line
+    per policy; one panel per model, dataset (and sweep variant)."""
+    s = as_settings(settings)
+    df = _in_distribution(gains_over_seeds(runs, s))
+    by = keys_in(df, ["model", "dataset", "variant"])
+    groups = list(df.groupby(by, sort=False)) if len(df) else []
+    fig, axes = _panels(len(groups))
+    for ax, (key, g) in zip(axes, groups):
+        xs = sorted(dict.fromkeys(g["budget"].astype(str)), key=budget_sort_key)
+        _gain_lines(ax, g, lambda r: str(r["budget"]), xs, s)
+        ax.set(title=" · ".join(map(str, key)), xlabel="budget (fraction of the pool, or items)",
+               ylabel="gain over the base model (points)")
+    if not groups:
+        _empty(axes[0], "no evaluations")
     _save_figure(fig, outs)

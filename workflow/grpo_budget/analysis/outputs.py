@@ -22,20 +22,44 @@ class Output:
     make: Callable  # (listing, output paths, analysis settings) -> None
     reads: frozenset[str]  # file roles of the run listing it reads (plan.READS)
     needs_ood: bool = False  # only built when some dataset lists out-of-distribution sets
+    when: str | None = None  # only built when the config has it: a name of WHEN
+
+    def wanted(self, config: dict) -> bool:
+        """Whether the config calls for this output (its ``when`` condition holds, or it has none)."""
+        return self.when is None or WHEN[self.when](config)
 
 
 OUTPUTS: dict[str, Output] = {}
 
 
-def output(name: str, kind: str, reads: Iterable[str], needs_ood: bool = False) -> Callable:
-    """Register the decorated function as the aggregate output ``name``."""
+def _sweeps(config: dict) -> bool:
+    from ..sweep import has_sweep
+
+    return has_sweep(config)
+
+
+def _several_budgets(config: dict) -> bool:
+    from ..plan import several_budgets
+
+    return several_budgets(config)
+
+
+# Conditions an output can be built under (``Output.when``).
+WHEN: dict[str, Callable[[dict], bool]] = {"sweep": _sweeps, "budgets": _several_budgets}
+
+
+def output(name: str, kind: str, reads: Iterable[str], needs_ood: bool = False, when: str | None = None) -> Callable:
+    """Register the decorated function as the aggregate output ``name`` (built only where ``when``, a name of
+    :data:`WHEN`, holds for the config)."""
     if kind not in KINDS:
         raise ValueError(f"output {name!r}: kind {kind!r}; allowed: {', '.join(KINDS)}")
+    if when is not None and when not in WHEN:
+        raise ValueError(f"output {name!r}: when {when!r}; allowed: {', '.join(WHEN)}")
 
     def register(fn: Callable) -> Callable:
         if name in OUTPUTS:
             raise ValueError(f"output {name!r} is registered twice")
-        OUTPUTS[name] = Output(kind, fn, frozenset(reads), needs_ood)
+        OUTPUTS[name] = Output(kind, fn, frozenset(reads), needs_ood, when)
         return fn
 
     return register

@@ -13,8 +13,10 @@ from ..plan import Listing, budget_sort_key
 from ..selection import POLICIES
 from ..settings import Analysis
 
-KEYS = ["model", "dataset", "policy", "budget", "seed"]
-ARM = ["model", "dataset", "policy", "budget"]
+# An arm is a policy at a budget, with one training variant of a sweep ("" without a sweep: the tables then have
+# no variant column, see `finish`).
+KEYS = ["model", "dataset", "policy", "budget", "variant", "seed"]
+ARM = ["model", "dataset", "policy", "budget", "variant"]
 PANEL = ["model", "dataset", "evalset"]
 
 
@@ -62,8 +64,19 @@ def _base_items(runs: Listing) -> dict:
     return {(b.model, b.evalset): b.path for b in runs.base}
 
 
-def _label(policy: str, budget: str) -> str:
-    return f"{policy} @ {budget}"
+def _label(policy: str, budget: str, variant: str = "") -> str:
+    return f"{policy} @ {budget}" + (f" · {variant}" if variant else "")
+
+
+def keys_in(df: pd.DataFrame, keys: Sequence[str]) -> list[str]:
+    """The key columns ``df`` has (a table has a variant column only where the listing sweeps)."""
+    return [k for k in keys if k in df]
+
+
+def finish(df: pd.DataFrame, runs: Listing) -> pd.DataFrame:
+    """A table as the listing calls for: without a sweep, no variant column (the tables are what they were
+    before sweeps)."""
+    return df if runs.variants or "variant" not in df else df.drop(columns="variant")
 
 
 def _policy_rank(policy: str) -> int:
@@ -79,7 +92,11 @@ def _sort_arms(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
            "_budget_value": df["budget"].map(lambda b: budget_sort_key(str(b))[1])}
     if "evalset" in df:  # the training set's own test set first, then the out-of-distribution sets
         tmp["_ood"] = df["evalset"] != df["dataset"]
+    if "variant" in df:  # variants in the listing's (the sweep's) order
+        order = {v: i for i, v in enumerate(dict.fromkeys(df["variant"]))}
+        tmp["_variant_rank"] = df["variant"].map(order)
     cols = ["model", "dataset"] + (["_ood", "evalset"] if "evalset" in df else []) + ["_policy_rank", "_budget_kind", "_budget_value"]
+    cols += ["_variant_rank"] if "variant" in df else []
     cols += [c for c in extra if c in df]
     return df.assign(**tmp).sort_values(cols, kind="stable").drop(columns=list(tmp))
 

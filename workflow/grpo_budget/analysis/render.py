@@ -13,7 +13,7 @@ from ..io import atomic_path, write_text
 from ..plan import Listing
 from ..settings import Analysis
 from .outputs import output
-from .read import ARM, PANEL, _label, as_settings
+from .read import ARM, PANEL, _label, as_settings, keys_in
 from .tables import (FULL_POLICY, difficulty_table, gains_over_seeds, learnable_table, ood_table, rankings,
                      steps_to_match, summary_table, verdict_table)
 
@@ -82,6 +82,19 @@ def _heading(key: tuple) -> str:
     return f"{model} · trained on {dataset} · tested on {evalset} ({where})"
 
 
+def _with_variant(disp: pd.DataFrame, g: pd.DataFrame, after: str = "budget") -> pd.DataFrame:
+    """A display frame with the arms' sweep variant after column ``after`` (where the table has variants)."""
+    if "variant" not in g:
+        return disp
+    disp = disp.copy()
+    disp.insert(list(disp.columns).index(after) + 1, "variant", g["variant"].to_numpy())
+    return disp
+
+
+def _arm(row) -> str:
+    return _label(row["policy"], row["budget"], row.get("variant", ""))
+
+
 @output("summary", "summary", reads={"evals", "logs", "subsets", "verify"})
 def write_summary(runs: Listing, outs: list[str], settings: Analysis | dict) -> None:
     """``outs``: summary CSV (per seed), Markdown, and optionally the over-seeds CSV and an HTML page."""
@@ -92,7 +105,8 @@ def write_summary(runs: Listing, outs: list[str], settings: Analysis | dict) -> 
     if rest:
         with atomic_path(rest[0]) as tmp:
             over.to_csv(tmp, index=False)
-    learn = table.groupby(ARM, sort=False)[["learnable_pct", "predicted_learnable_pct"]].mean()
+    arm = keys_in(table, ARM)
+    learn = table.groupby(arm, sort=False)[["learnable_pct", "predicted_learnable_pct"]].mean()
     sections = []
     for key, g in _sections(over, PANEL):
         disp = pd.DataFrame({
@@ -103,17 +117,18 @@ def write_summary(runs: Listing, outs: list[str], settings: Analysis | dict) -> 
             "gain (pts)": [_mean_sd(a, sd, n) for a, sd, n in zip(g["gain_pts"], g["gain_sd"], g["n_seeds"])],
             f"{s.level:.0%} interval": [_interval_text(lo, hi) for lo, hi in zip(g["gain_lo"], g["gain_hi"])],
             "rel. gain": [_f(100 * x, "+.1f") + "%" for x in g["rel_gain"]],
-            "learnable %": [_f(learn.loc[tuple(r[k] for k in ARM), "learnable_pct"], ".1f") for _, r in g.iterrows()],
-            "predicted %": [_f(learn.loc[tuple(r[k] for k in ARM), "predicted_learnable_pct"], ".1f")
+            "learnable %": [_f(learn.loc[tuple(r[k] for k in arm), "learnable_pct"], ".1f") for _, r in g.iterrows()],
+            "predicted %": [_f(learn.loc[tuple(r[k] for k in arm), "predicted_learnable_pct"], ".1f")
                             for _, r in g.iterrows()],
         })
+        disp = _with_variant(disp, g)
         notes = []
         if len(g) > 1:
             top = g.loc[g["gain_pts"].idxmax()]
             bottom = g.loc[g["gain_pts"].idxmin()]
-            notes.append(f"Largest gain: {_label(top['policy'], top['budget'])}, {top['gain_pts']:+.1f} pts "
+            notes.append(f"Largest gain: {_arm(top)}, {top['gain_pts']:+.1f} pts "
                          f"({s.level:.0%} interval {_interval_text(top['gain_lo'], top['gain_hi'])}); "
-                         f"smallest: {_label(bottom['policy'], bottom['budget'])}, {bottom['gain_pts']:+.1f} pts "
+                         f"smallest: {_arm(bottom)}, {bottom['gain_pts']:+.1f} pts "
                          f"{_interval_text(bottom['gain_lo'], bottom['gain_hi'])}.")
         sections.append((_heading(key), disp, notes))
     note = (f"Accuracy in %. Gain = final checkpoint − base model, in points, with a {s.level:.0%} paired "
@@ -141,11 +156,12 @@ def write_learnable(runs: Listing, outs: list[str], settings: Analysis | dict) -
     sections = []
     for key, g in _sections(table, ["model", "dataset"]):
         g = g.assign(_hits=g["observed_first_pct"] / 100 * g["window_groups"]).groupby(
-            ["policy", "budget"], sort=False).agg(
+            keys_in(g, ["policy", "budget", "variant"]), sort=False).agg(
             seeds=("seed", "size"), steps=("window_steps", "first"), groups=("window_groups", "sum"),
             hits=("_hits", "sum"), predicted=("predicted_pct", "mean"), source=("predicted_from", "first"),
             plugin=("predicted_plugin_pct", "mean"), posterior=("predicted_posterior_pct", "mean"),
-            fresh=("predicted_fresh_pct", "mean"), overall=("observed_all_pct", "mean")).reset_index()
+            fresh=("predicted_fresh_pct", "mean"), overall=("observed_all_pct", "mean"),
+            G=("G", "first")).reset_index()
         # Pooled over seeds: the observed share and its Wilson interval count every seed's groups.
         observed = 100 * g["hits"] / g["groups"]
         bounds = [stats.wilson_interval(o / 100, n, s.level) for o, n in zip(observed, g["groups"])]
@@ -162,6 +178,9 @@ def write_learnable(runs: Listing, outs: list[str], settings: Analysis | dict) -
             "fresh %": g["fresh"].map(lambda x: _f(x, ".1f")),
             "observed, all steps %": g["overall"].map(lambda x: _f(x, ".1f")),
         })
+        if "variant" in g:  # each variant predicts with its own group size
+            disp = _with_variant(disp, g)
+            disp.insert(list(disp.columns).index("variant") + 1, "G", g["G"].to_numpy())
         sections.append((f"{key[0]} · {key[1]}", disp, []))
     note = (f"Share of GRPO groups (one prompt, G completions) whose rewards are not all equal, observed as "
             f"1 − frac_reward_zero_std over {window} (the first step samples the base model itself), pooled over "
@@ -183,14 +202,15 @@ def write_difficulty(runs: Listing, outs: list[str], settings: Analysis | dict) 
     sections = []
     for key, g in _sections(over, PANEL):
         wide, trunc = None, []
-        for (policy, budget), a in g.groupby(["policy", "budget"], sort=False):
+        for arm, a in g.groupby(keys_in(g, ["policy", "budget", "variant"]), sort=False):
+            name = _label(*arm)
             col = pd.DataFrame({
                 "tier": a["tier"].to_numpy(), "items": a["n_items"].to_numpy(),
                 "base %": a["base_acc"].map(_pct).to_numpy(),
-                f"{policy} @ {budget}": [f"{_pct(f)} ({_f(d, '+.1f')})" for f, d in zip(a["final_acc"], a["gain_pts"])],
+                name: [f"{_pct(f)} ({_f(d, '+.1f')})" for f, d in zip(a["final_acc"], a["gain_pts"])],
                 "base truncated %": a["base_truncated_share"].map(_pct).to_numpy(),
-                f"{policy} @ {budget} truncated %": a["truncated_share"].map(_pct).to_numpy()})
-            trunc.append(f"{policy} @ {budget} truncated %")
+                f"{name} truncated %": a["truncated_share"].map(_pct).to_numpy()})
+            trunc.append(f"{name} truncated %")
             on = ["tier", "items", "base %", "base truncated %"]
             wide = col if wide is None else wide.merge(col, on=on, how="outer", sort=False)
         wide = wide[[c for c in wide.columns if c != "base truncated %" and c not in trunc]
@@ -221,7 +241,7 @@ def write_ood(runs: Listing, outs: list[str], settings: Analysis | dict) -> None
             "gain (pts)": [_mean_sd(a, sd, n) for a, sd, n in zip(g["gain_pts"], g["gain_sd"], g["n_seeds"])],
             f"{s.level:.0%} interval": [_interval_text(lo, hi) for lo, hi in zip(g["gain_lo"], g["gain_hi"])],
         })
-        sections.append((_heading(key), disp, []))
+        sections.append((_heading(key), _with_variant(disp, g), []))
     note = ("Base model vs the final checkpoint of each arm on evaluation sets other than the training set "
             "(the dataset's `ood` list). pass@k is the unbiased estimator 1 − C(n − c, k)/C(n, k) per item (n samples, "
             f"c correct), averaged over items; pass@1 = accuracy. Intervals: {s.level:.0%} paired bootstrap over "
@@ -236,7 +256,7 @@ def write_verdicts(runs: Listing, outs: list[str], settings: Analysis | dict) ->
     s = as_settings(settings)
     table = verdict_table(runs, s)
     sections = []
-    for key, g in _sections(table, PANEL + ["budget"]):
+    for key, g in _sections(table, PANEL + keys_in(table, ["budget", "variant"])):
         disp = pd.DataFrame({
             "A": g["arm_a"], "B": g["arm_b"], "seeds": [f"{a}/{b}" for a, b in zip(g["seeds_a"], g["seeds_b"])],
             "A %": g["acc_a"].map(_pct), "B %": g["acc_b"].map(_pct),
@@ -250,7 +270,8 @@ def write_verdicts(runs: Listing, outs: list[str], settings: Analysis | dict) ->
         ranks = rankings(g)
         notes = ["Ranking (final checkpoint; arms share a rank unless distinguishable): "
                  + ", ".join(f"{r['rank']}. {r['policy']} ({_pct(r['acc'])}%)" for _, r in ranks.iterrows()) + "."]
-        sections.append((_heading(key[:3]) + f" · budget {key[3]}", disp, notes))
+        sections.append((_heading(key[:3]) + f" · budget {key[3]}" + (f" · variant {key[4]}" if len(key) > 4 else ""),
+                         disp, notes))
     note = (f"Every pair of policies trained on the same model, dataset and budget, on the same test items: the "
             f"difference A − B in test accuracy (points) at the final checkpoint and at each seed's best checkpoint "
             f"(chosen on the test set, so optimistic), with a {s.level:.0%} paired bootstrap interval that "
@@ -265,7 +286,9 @@ def answer_sentences(verdicts: pd.DataFrame, level: float) -> list[str]:
     first-ranked arms, and for each the arms it is distinguishably better than and those it cannot be told from."""
     lines = []
     own = verdicts[~verdicts["ood"].astype(bool)] if len(verdicts) else verdicts
-    for (model, dataset, _, budget), g in _sections(own, PANEL + ["budget"]):
+    for key, g in _sections(own, PANEL + keys_in(own, ["budget", "variant"])):
+        model, dataset, _, budget = key[:4]
+        budget = f"{budget} · {key[4]}" if len(key) > 4 else budget
         ranks = rankings(g)
         seeds = int(ranks["seeds"].min())
         how = (f"at {level:.0%}, {seeds} seed{'s' if seeds > 1 else ''} per arm, paired intervals over test items"
@@ -293,7 +316,7 @@ def write_steps_to_match(runs: Listing, outs: list[str], settings: Analysis | di
     s = as_settings(settings)
     table = steps_to_match(runs, s)
     sections = []
-    for key, g in _sections(table, PANEL):
+    for key, g in _sections(table, PANEL + keys_in(table, ["variant"])):
         first = g.iloc[0]
 
         def curve(row) -> str:
@@ -312,11 +335,12 @@ def write_steps_to_match(runs: Listing, outs: list[str], settings: Analysis | di
             "% at match": g["acc_at_match"].map(_pct),
             "accuracy % by checkpoint": [curve(r) for _, r in g.iterrows()],
         })
+        disp = _with_variant(disp, g)
         notes = [f"Full data ({FULL_POLICY}, {first['full_seeds']} seed{'s' if first['full_seeds'] > 1 else ''}, "
                  f"step {first['full_final_step']}): {_pct(first['full_final_acc'])}% "
                  f"[{_pct(first['full_lo'])}, {_pct(first['full_hi'])}] at {s.level:.0%}; an arm matches it at the "
                  f"first checkpoint at or above {_pct(first['full_lo'])}%."]
-        sections.append((_heading(key), disp, notes))
+        sections.append((_heading(key[:3]) + (f" · variant {key[3]}" if len(key) > 3 else ""), disp, notes))
     note = (f"How many training steps each arm needs to match the full-data arm (policy `{FULL_POLICY}`): the first "
             "checkpoint whose accuracy (mean over the arm's seeds, at the steps all of them share) reaches the full "
             f"arm's final accuracy within its {s.level:.0%} bootstrap interval (over seeds and test items), i.e. at "

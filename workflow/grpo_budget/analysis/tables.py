@@ -13,7 +13,7 @@ from ..settings import Analysis
 from ..loaders import BENCHMARKS
 from ..prepare import GENERATORS
 from .read import (ARM, KEYS, _available, _base_items, _by_step, _eval_items, _policy_rank, _read, _records, _sort_arms,
-                   as_settings)
+                   as_settings, finish)
 
 def compare(base: np.ndarray, trained: np.ndarray, s: Analysis | dict) -> dict:
     """Base vs trained per-item scores on the same items: accuracies, gain and their intervals.
@@ -45,7 +45,6 @@ def compare(base: np.ndarray, trained: np.ndarray, s: Analysis | dict) -> dict:
 def summary_table(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
     """One row per run and evaluation set: base, final and best accuracy, paired-bootstrap gain, learnability."""
     s = as_settings(settings)
-    G = runs.num_generations
     rows = []
     learn = {id(r): _learnable_row(r, runs, s) for r in runs.runs}
     for rec in _records(runs):
@@ -66,7 +65,7 @@ def summary_table(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
             "learnable_pct": lr["observed_all_pct"],
             "predicted_learnable_pct": lr["predicted_pct"],
         })
-    return _sort_arms(pd.DataFrame(rows), ["seed"]).reset_index(drop=True)
+    return finish(_sort_arms(pd.DataFrame(rows), ["seed"]).reset_index(drop=True), runs)
 
 
 def _records_by_arm(runs: Listing) -> dict[tuple, list[dict]]:
@@ -92,7 +91,7 @@ def gains_over_seeds(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
                      "final_sd": c["final_sd"], "best_acc": float(np.mean(best)), "gain_pts": c["gain_pts"],
                      "gain_sd": c["gain_sd"], "gain_lo": c["gain_lo"], "gain_hi": c["gain_hi"],
                      "rel_gain": c["rel_gain"]})
-    return _sort_arms(pd.DataFrame(rows)).reset_index(drop=True)
+    return finish(_sort_arms(pd.DataFrame(rows)).reset_index(drop=True), runs)
 
 
 
@@ -109,10 +108,11 @@ def _learnable_row(r, runs: Listing, s: Analysis) -> dict:
     plug-in: 1 − pᴳ − (1 − p)ᴳ at the scored pass rate; posterior: its expectation under each item's
     empirical-Bayes posterior (the pool's fitted Beta prior updated with the item's k of K); fresh: the same
     posterior from the verification's new samples instead of the scoring ones, which the selection did not pick on.
-    The table leads with fresh where it exists, else posterior.
+    The table leads with fresh where it exists, else posterior. G and the groups per step are the run's own (a
+    sweep variant's where it sweeps them).
     """
-    G = runs.num_generations
-    groups = runs.prompts_per_step
+    G = int(runs.training_value(r, "num_generations"))
+    groups = int(runs.training_value(r, "prompts_per_step"))
     cols = ["id", "pass_rate", "n_samples", "n_correct", "eb_prior_a", "eb_prior_b"]
     subset = _read(r.subset, _available(r.subset, cols))
     plugin = stats.expected_learnable_share(subset["pass_rate"].to_numpy(), G)
@@ -153,7 +153,8 @@ def learnable_table(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
     (prompts_per_step per step); ``observed_all_pct`` the mean over all steps (the paper's "learnable %").
     """
     s = as_settings(settings)
-    return _sort_arms(pd.DataFrame([_learnable_row(r, runs, s) for r in runs.runs]), ["seed"]).reset_index(drop=True)
+    table = _sort_arms(pd.DataFrame([_learnable_row(r, runs, s) for r in runs.runs]), ["seed"]).reset_index(drop=True)
+    return finish(table, runs)
 
 
 
@@ -298,7 +299,7 @@ def difficulty_table(runs: Listing, settings: Analysis | dict, over_seeds: bool 
                      "base_truncated_share": _truncated_share([rs[0]["base_truncated"]]),
                      "truncated_share": _truncated_share([x["final_truncated"] for x in rs])})
     cols = ["tier_order"] + (["seed"] if not over_seeds else [])
-    return _sort_arms(pd.DataFrame(rows), cols).reset_index(drop=True)
+    return finish(_sort_arms(pd.DataFrame(rows), cols).reset_index(drop=True), runs)
 
 
 
@@ -337,8 +338,9 @@ def ood_table(runs: Listing, settings: Analysis | dict, over_seeds: bool = False
     cols = KEYS + ["evalset", "k", "n_samples", "final_step", "n_seeds", "n_items", "base_acc", "final_acc",
                    "gain_pts", "gain_lo", "gain_hi"]
     if not rows:
-        return pd.DataFrame(columns=[c for c in cols if c != "seed" or not over_seeds])
-    return _sort_arms(pd.DataFrame(rows), ["k"] + (["seed"] if not over_seeds else [])).reset_index(drop=True)
+        return finish(pd.DataFrame(columns=[c for c in cols if c != "seed" or not over_seeds]), runs)
+    return finish(_sort_arms(pd.DataFrame(rows), ["k"] + (["seed"] if not over_seeds else [])).reset_index(drop=True),
+                  runs)
 
 
 
@@ -361,7 +363,7 @@ def curves(runs: Listing, settings: Analysis | dict | None = None) -> pd.DataFra
             lo, hi = stats.bootstrap_mean_ci(mat, s.n_boot, s.seed, s.level)
             rows.append({**dict(zip(ARM + ["evalset"], key)), "step": int(step), "n_seeds": len(recs),
                          "accuracy": float(mat.mean()), "lo": lo, "hi": hi})
-    return _sort_arms(pd.DataFrame(rows), ["step"]).reset_index(drop=True)
+    return finish(_sort_arms(pd.DataFrame(rows), ["step"]).reset_index(drop=True), runs)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -369,12 +371,12 @@ def curves(runs: Listing, settings: Analysis | dict | None = None) -> pd.DataFra
 
 
 def _arms(runs: Listing) -> dict[tuple, dict[str, dict]]:
-    """Per (model, dataset, evalset, budget) and policy: per-item accuracy (seeds × items) at the final checkpoint
-    and at each seed's best checkpoint, on the items every arm shares."""
+    """Per (model, dataset, evalset, budget, variant) and policy: per-item accuracy (seeds × items) at the final
+    checkpoint and at each seed's best checkpoint, on the items every arm shares."""
     groups: dict[tuple, dict[str, list[dict]]] = {}
     for rec in _records(runs):
         r = rec["run"]
-        groups.setdefault((r.model, r.dataset, rec["evalset"], r.budget), {}).setdefault(r.policy, []).append(rec)
+        groups.setdefault((r.model, r.dataset, rec["evalset"], r.budget, r.variant), {}).setdefault(r.policy, []).append(rec)
     out = {}
     for key, by_policy in groups.items():
         ids = None
@@ -394,16 +396,17 @@ def _arms(runs: Listing) -> dict[tuple, dict[str, dict]]:
 def verdict_table(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
     """Every pair of policies on the same model, dataset, test set and budget: the difference in final (and
     best-checkpoint) accuracy, A − B in points, with a paired bootstrap interval over test items (and over each
-    arm's seeds when it has several), the verdict, and each arm's rank (1 + the arms distinguishably better)."""
+    arm's seeds when it has several), the verdict, and each arm's rank (1 + the arms distinguishably better).
+    With a sweep, policies are compared within each variant (the ``variant`` column)."""
     s = as_settings(settings)
     rows = []
-    for (model, dataset, evalset, budget), arms in _arms(runs).items():
+    for (model, dataset, evalset, budget, variant), arms in _arms(runs).items():
         names = sorted(arms, key=_policy_rank)
         better: dict[tuple[str, str], bool] = {}
         pair_rows = []
         for i, a in enumerate(names):
             for b in names[i + 1:]:
-                row = {"model": model, "dataset": dataset, "evalset": evalset, "budget": budget,
+                row = {"model": model, "dataset": dataset, "evalset": evalset, "budget": budget, "variant": variant,
                        "ood": arms[a]["ood"], "arm_a": a, "arm_b": b}
                 for which, prefix in (("final", ""), ("best", "best_")):
                     d = stats.paired_difference_ci(arms[a][which], arms[b][which], s.n_boot, s.seed, s.level)
@@ -421,29 +424,33 @@ def verdict_table(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
         for row in pair_rows:
             row.update(rank_a=ranks[row["arm_a"]], rank_b=ranks[row["arm_b"]], base_acc=arms[row["arm_a"]]["base"])
         rows += pair_rows
-    cols = ["model", "dataset", "evalset", "budget", "ood", "arm_a", "arm_b", "seeds_a", "seeds_b", "n_items",
+    cols = ["model", "dataset", "evalset", "budget", "variant", "ood", "arm_a", "arm_b", "seeds_a", "seeds_b", "n_items",
             "base_acc", "acc_a", "acc_b", "diff_pts", "diff_lo", "diff_hi", "verdict", "rank_a", "rank_b",
             "best_acc_a", "best_acc_b", "best_diff_pts", "best_diff_lo", "best_diff_hi", "best_verdict"]
     if not rows:
-        return pd.DataFrame(columns=cols)
+        return finish(pd.DataFrame(columns=cols), runs)
     df = pd.DataFrame(rows)[cols]
-    # sort like the other tables (model, dataset, test set, arm A, budget), then by arm B
+    # sort like the other tables (model, dataset, test set, arm A, budget, variant), then by arm B
     df = df.assign(policy=df["arm_a"], _rank_b=df["arm_b"].map(_policy_rank))
-    return _sort_arms(df, ["_rank_b"]).drop(columns=["policy", "_rank_b"]).reset_index(drop=True)
+    return finish(_sort_arms(df, ["_rank_b"]).drop(columns=["policy", "_rank_b"]).reset_index(drop=True), runs)
 
 
 def rankings(verdicts: pd.DataFrame) -> pd.DataFrame:
     """One row per arm of each comparison: its final accuracy and rank (ties share a rank)."""
     rows = {}
     for _, v in verdicts.iterrows():
-        key = (v["model"], v["dataset"], v["evalset"], v["budget"])
+        key = (v["model"], v["dataset"], v["evalset"], v["budget"], v.get("variant", ""))
         for side in ("a", "b"):
             rows[(*key, v[f"arm_{side}"])] = {"model": key[0], "dataset": key[1], "evalset": key[2],
-                                              "budget": key[3], "ood": v["ood"], "policy": v[f"arm_{side}"],
+                                              "budget": key[3], "variant": key[4], "ood": v["ood"],
+                                              "policy": v[f"arm_{side}"],
                                               "acc": v[f"acc_{side}"], "rank": v[f"rank_{side}"],
                                               "seeds": v[f"seeds_{side}"], "base_acc": v["base_acc"]}
     df = pd.DataFrame(list(rows.values()))
-    return df.sort_values(["model", "dataset", "evalset", "budget", "rank", "acc"], ascending=[1, 1, 1, 1, 1, 0],
+    if "variant" not in verdicts:
+        df = df.drop(columns="variant", errors="ignore")
+    by = ["model", "dataset", "evalset", "budget"] + (["variant"] if "variant" in df else [])
+    return df.sort_values(by + ["rank", "acc"], ascending=[1] * len(by) + [1, 0],
                           kind="stable").reset_index(drop=True) if len(df) else df
 
 
@@ -451,7 +458,7 @@ def rankings(verdicts: pd.DataFrame) -> pd.DataFrame:
 # Steps to match the full-data arm
 
 FULL_POLICY = "full"
-STEPS_TO_MATCH_COLUMNS = ["model", "dataset", "evalset", "ood", "policy", "budget", "seeds", "n_items", "final_step",
+STEPS_TO_MATCH_COLUMNS = ["model", "dataset", "evalset", "ood", "policy", "budget", "variant", "seeds", "n_items", "final_step",
                           "final_acc", "full_seeds", "full_final_step", "full_final_acc", "full_lo", "full_hi",
                           "matched", "match_step", "match_fraction_of_own", "match_fraction_of_full", "acc_at_match",
                           "checkpoint_acc"]
@@ -483,9 +490,9 @@ def steps_to_match(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
     panels: dict[tuple, dict[tuple, list[dict]]] = {}
     for rec in _records(runs):
         r = rec["run"]
-        panels.setdefault((r.model, r.dataset, rec["evalset"]), {}).setdefault((r.policy, r.budget), []).append(rec)
+        panels.setdefault((r.model, r.dataset, rec["evalset"], r.variant), {}).setdefault((r.policy, r.budget), []).append(rec)
     rows = []
-    for (model, dataset, evalset), arms in panels.items():
+    for (model, dataset, evalset, variant), arms in panels.items():
         full = arms.get((FULL_POLICY, FULL_LABEL))
         if not full:
             continue
@@ -505,7 +512,7 @@ def steps_to_match(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
             hit = np.flatnonzero(accs >= lo - 1e-12)  # reached: at or above the full arm's lower bound
             match = steps[hit[0]] if len(hit) else np.nan
             rows.append({"model": model, "dataset": dataset, "evalset": evalset, "ood": recs[0]["ood"],
-                         "policy": policy, "budget": budget, "seeds": len(recs), "n_items": len(ids),
+                         "policy": policy, "budget": budget, "variant": variant, "seeds": len(recs), "n_items": len(ids),
                          "final_step": steps[-1], "final_acc": float(accs[-1]), "full_seeds": len(full),
                          "full_final_step": full_steps[-1], "full_final_acc": full_acc, "full_lo": lo, "full_hi": hi,
                          "matched": bool(len(hit)), "match_step": match,
@@ -513,5 +520,5 @@ def steps_to_match(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
                          "acc_at_match": float(accs[hit[0]]) if len(hit) else np.nan,
                          "checkpoint_acc": json.dumps({str(st): float(a) for st, a in zip(steps, accs)})})
     if not rows:
-        return pd.DataFrame(columns=STEPS_TO_MATCH_COLUMNS)
-    return _sort_arms(pd.DataFrame(rows, columns=STEPS_TO_MATCH_COLUMNS)).reset_index(drop=True)
+        return finish(pd.DataFrame(columns=STEPS_TO_MATCH_COLUMNS), runs)
+    return finish(_sort_arms(pd.DataFrame(rows, columns=STEPS_TO_MATCH_COLUMNS)).reset_index(drop=True), runs)
