@@ -53,7 +53,7 @@ def test_far_items_settle_and_items_at_the_cut_do_not():
 
 
 def test_allocation_rounds():
-    s = Adaptive(first=4, step=3, max_samples=8, confidence=0.9)
+    s = Adaptive(first=4, step=3, max_samples=8, confidence=0.9, mean_samples=None, tolerance=0.0)
     cut = [Target("hard", 2)]
     # First round: every item gets `first`.
     assert list(adaptive.allocation(np.zeros(5, int), np.zeros(5, int), s, cut, 0)) == [4] * 5
@@ -65,9 +65,48 @@ def test_allocation_rounds():
     assert not adaptive.allocation(k, n, s, [], 0).any()
 
 
-def test_round_seeds_differ_and_repeat():
-    seeds = [adaptive.round_seed(7, r) for r in range(5)]
-    assert seeds[0] == 7 and len(set(seeds)) == 5 and seeds == [adaptive.round_seed(7, r) for r in range(5)]
+def test_the_total_cap_serves_the_most_doubtful_first():
+    rng = np.random.default_rng(0)
+    n = np.full(400, 4)
+    k = rng.binomial(4, rng.beta(0.7, 1.2, 400))
+    cut = [Target("hard", 40), Target("easy", 40)]
+    free = Adaptive(first=4, step=4, max_samples=32, confidence=0.9, mean_samples=None, tolerance=0.0)
+    want = adaptive.allocation(k, n, free, cut, 0)
+    assert 0 < want.sum() < 1600
+    capped = Adaptive(first=4, step=4, max_samples=32, confidence=0.9, mean_samples=4.5, tolerance=0.0)
+    more = adaptive.allocation(k, n, capped, cut, 0)
+    assert 0 < more.sum() <= 200 and set(np.flatnonzero(more)) <= set(np.flatnonzero(want))
+    d = adaptive.doubt(adaptive.posterior_table(k, n), cut, 0)
+    assert d[more > 0].min() >= d[(want > 0) & (more == 0)].max()  # none left out was more in doubt
+    spent = Adaptive(first=4, step=4, max_samples=32, confidence=0.9, mean_samples=4, tolerance=0.0)
+    assert not adaptive.allocation(k, n, spent, cut, 0).any()  # the cap is spent: scoring is done
+
+
+def test_chosen_items_of_a_narrow_window_stay_in_doubt():
+    # medium buys 10 of 300 items spread evenly over (0, 1) at 8 samples each: its window is narrow in pass-rate
+    # terms, so no item is surely inside it; the chosen ones are in doubt (they could be outside), while the
+    # items far from the window are settled outside.
+    rates = np.linspace(0.02, 0.98, 300)
+    k, n = np.round(rates * 8).astype(int), np.full(300, 8)
+    d = adaptive.doubt(adaptive.posterior_table(k, n), [Target("medium", 10)], seed=0)
+    table = adaptive.posterior_table(k, n)
+    order = selection.difficulty_order(table["pass_rate_eb"].to_numpy(), 0)
+    chosen = order[145:155]
+    assert (d[chosen] > 0.1).all()
+    assert (d[(rates < 0.1) | (rates > 0.9)] < 0.1).all()
+
+
+def test_a_tolerance_settles_items_at_the_cut():
+    # 200 items evenly spread, 32 samples each: ties of about six items per count. Hard buys 10, so its cut runs
+    # through a tie: those items never settle on one side, but within a tolerance of 0.1 either side will do.
+    k = np.round(np.linspace(0, 1, 200) * 32).astype(int)
+    n = np.full(200, 32)
+    table = adaptive.posterior_table(k, n)
+    cut = [Target("hard", 10)]
+    strict, lenient = adaptive.doubt(table, cut, 0), adaptive.doubt(table, cut, 0, tolerance=0.1)
+    at_cut = k == k[selection.difficulty_order(table["pass_rate_eb"].to_numpy(), 0)[9]]
+    assert (strict[at_cut] > 0.1).any() and (lenient[at_cut] < 0.1).all()
+    assert (lenient <= strict + 1e-12).all()
 
 
 def _scored(k, n):
@@ -129,7 +168,7 @@ def test_a_killed_adaptive_job_resumes_from_its_last_completed_round(tmp_path, t
     pool = framearith.generate(60, seed=0, width=4, min_ops=1, max_ops=3)
     dataset = {"grading": {"mode": "lenient", "pattern": r"=\s*(-?\d+)"}, "prompt": {"chat_template": False}}
     g = Generation.from_dict({"max_new_tokens": 6, "batch_size": 256, "seed": 3})
-    s = Adaptive(first=2, step=2, max_samples=12, confidence=0.9)
+    s = Adaptive(first=2, step=2, max_samples=12, confidence=0.9, mean_samples=None, tolerance=0.0)
     cuts = {"policies": ["hard", "easy", "medium"], "budgets": [0.2], "rounding": "half_up", "group_size": 4}
     record = {"model": str(tiny_model_dir)}
     gen = from_settings(str(tiny_model_dir), g)

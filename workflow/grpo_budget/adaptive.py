@@ -75,29 +75,48 @@ def mass_inside(a: np.ndarray, b: np.ndarray, lo: float, hi: float) -> np.ndarra
 def unsettled(k: np.ndarray, n: np.ndarray, cuts: list[Target], confidence: float, seed: int,
               group_size: int | None = None) -> np.ndarray:
     """Mask of the items whose side of some cut the posterior does not yet tell at ``confidence``."""
-    table = posterior_table(k, n)
+    return doubt(posterior_table(k, n), cuts, seed, group_size) > 1 - confidence
+
+
+def doubt(table: pd.DataFrame, cuts: list[Target], seed: int, group_size: int | None = None,
+          tolerance: float = 0.0) -> np.ndarray:
+    """Per item, the largest posterior probability, over the cuts, that the item is on the wrong side of one: inside
+    a cut's interval though not chosen, or outside it though chosen."""
     a, b = selection.posterior(table)
     means = table["pass_rate_eb"].to_numpy()
     order = selection.difficulty_order(means, seed)
     pool = selection.Pool(table, order, seed, None, group_size)
-    doubt = np.zeros(len(table), dtype=bool)
+    worst = np.zeros(len(table))
     for cut in cuts:
-        lo, hi = interval(means, order, selection.POLICIES[cut.policy].choose(pool, cut.n))
-        p_in = mass_inside(a, b, lo, hi)
-        doubt |= (p_in < confidence) & (p_in > 1 - confidence)
-    return doubt
+        chosen = selection.POLICIES[cut.policy].choose(pool, cut.n)
+        lo, hi = interval(means, order, chosen)
+        wrong = mass_inside(a, b, lo + tolerance, hi - tolerance) if hi - lo > 2 * tolerance else np.zeros(len(a))
+        wrong[chosen] = 1 - mass_inside(a[chosen], b[chosen], max(0.0, lo - tolerance), min(1.0, hi + tolerance))
+        worst = np.maximum(worst, wrong)
+    return worst
 
 
 def allocation(k: np.ndarray, n: np.ndarray, settings: Adaptive, cuts: list[Target], seed: int,
                group_size: int | None = None) -> np.ndarray:
-    """Samples each item gets in the next round: ``first`` for an unsampled item, ``step`` (capped at
-    ``max_samples``) for one still in doubt, 0 otherwise. All zeros: scoring is done."""
+    """Samples each item gets in the next round: ``first`` for an unsampled item; then ``step`` (capped at
+    ``max_samples``) for each item still in doubt, the most doubtful first while the total stays within
+    ``mean_samples`` per item; 0 otherwise. All zeros: scoring is done."""
     n = np.asarray(n, dtype=int)
     if not n.any():
         return np.full(len(n), min(settings.first, settings.max_samples))
     more = np.minimum(settings.step, settings.max_samples - n)
-    doubt = unsettled(k, n, cuts, settings.confidence, seed, group_size) if cuts else np.zeros(len(n), bool)
-    return np.where(doubt & (more > 0), more, 0)
+    if not cuts:
+        return np.zeros(len(n), dtype=int)
+    d = doubt(posterior_table(k, n), cuts, seed, group_size, settings.tolerance)
+    want = np.where((d > 1 - settings.confidence) & (more > 0), more, 0)
+    if settings.mean_samples is not None:
+        left = max(0, int(settings.mean_samples * len(n)) - int(n.sum()))
+        by_doubt = np.argsort(-d, kind="stable")
+        fits = np.cumsum(want[by_doubt]) <= left
+        keep = np.zeros(len(n), dtype=bool)
+        keep[by_doubt[fits]] = True
+        want = np.where(keep, want, 0)
+    return want
 
 
 def round_seed(seed: int, r: int) -> int:

@@ -162,6 +162,8 @@ class Adaptive:
     step: int  # samples per item still in doubt in each later round
     max_samples: int  # per item
     confidence: float  # posterior mass on one side of every cut that settles an item
+    mean_samples: float | None  # total samples over the pool, per item (None: no total cap)
+    tolerance: float  # pass-rate distance from a cut within which either side is as good
 
     @classmethod
     def from_dict(cls, values: dict | None) -> "Adaptive":
