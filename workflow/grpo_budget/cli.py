@@ -96,6 +96,22 @@ def cmd_validate_config(a: argparse.Namespace) -> None:
         print(f"{path}: ok")
 
 
+def cmd_plan(a: argparse.Namespace) -> None:
+    from . import cost
+    from .config import load
+
+    cfg = load(a.configfile)
+    for item in a.config or []:
+        key, _, value = item.partition("=")
+        if key != "results" or not value:
+            raise UserError(f"--config {item}: only results=DIR can be set here; edit the config file for the rest")
+        cfg["results"] = value
+    if a.calibrate_from:
+        cfg["cost"] = dict(cfg["cost"], calibrate_from=list(cfg["cost"]["calibrate_from"]) + a.calibrate_from)
+    text, path = cost.write_plan(cfg, a.parallel)
+    print(text + f"\nwritten to {path} (per job: {path.with_suffix('.csv')})")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grpo-budget", description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads for this job")
@@ -167,6 +183,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--settings", type=_json, default={})
     s.add_argument("--out", nargs="+", required=True)
     s.set_defaults(func=cmd_aggregate)
+
+    s = sub.add_parser("plan", help="the cost plan: jobs, tokens, GPU-hours and wall time per stage")
+    s.add_argument("--configfile", default="config.yaml", help="the experiment config (default: the embedded one)")
+    s.add_argument("--config", nargs="*", metavar="results=DIR", help="the results folder, as with snakemake")
+    s.add_argument("--calibrate-from", nargs="*", default=[], metavar="DIR",
+                   help="results folders of earlier runs on the same machines (added to cost.calibrate_from)")
+    s.add_argument("--parallel", type=int, default=None, help="jobs at a time, for the wall-time estimate")
+    s.set_defaults(func=cmd_plan)
 
     s = sub.add_parser("validate-config", help="check config files against the schema")
     s.add_argument("configs", nargs="+")

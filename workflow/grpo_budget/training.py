@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import re
 import struct
 import zipfile
@@ -143,6 +144,8 @@ def trajectory_settings(settings: dict) -> dict:
     # Memory knobs change how a step is computed, not what it computes: lowering them after an out-of-memory
     # failure must resume, not retrain.
     dropped |= {"gradient_checkpointing", "vllm_gpu_memory_utilization"}
+    # Where the steps are also logged (TensorBoard, W&B) changes nothing they compute.
+    dropped |= {"report_to"}
     if s["lora"].get("layers") is None:  # unset, as before the field existed: the fingerprint stays
         s["lora"] = {k: v for k, v in s["lora"].items() if k != "layers"}
     return {k: v for k, v in s.items() if k not in dropped}
@@ -375,7 +378,7 @@ def grpo_config(settings: dict, out_dir: Path, seed: int, on_gpu: bool, n_items:
         bf16=bool(on_gpu and s["bf16"]),
         seed=seed,
         data_seed=seed,
-        report_to="none",
+        report_to=s["report_to"],
         disable_tqdm=False,
         **extra,
     )
@@ -384,6 +387,41 @@ def grpo_config(settings: dict, out_dir: Path, seed: int, on_gpu: bool, n_items:
         max_steps, steps = schedule(n_items, s, prompts_per_generation(args))
         args.max_steps, args.save_steps = max_steps, math.gcd(*steps)
     return args
+
+
+REPORT_DIRS = {"tensorboard": "tb", "wandb": "wandb"}  # report_to -> its folder in the run's folder
+
+
+def reporting_env(report_to: str, run_dir: Path) -> dict[str, str]:
+    """Environment for TRL's ``report_to``: TensorBoard event files in ``run_dir/tb`` (``tensorboard --logdir
+    results/`` then finds every arm), W&B offline in ``run_dir/wandb`` (``wandb sync`` uploads it later)."""
+    if report_to == "none":
+        return {}
+    import importlib.util
+
+    if importlib.util.find_spec(report_to) is None:
+        raise UserError(f"training.report_to is {report_to}, but the {report_to} package is not installed: "
+                        f"pip install {report_to}, or set training.report_to: none")
+    folder = run_dir / REPORT_DIRS[report_to]
+    folder.mkdir(parents=True, exist_ok=True)
+    if report_to == "tensorboard":
+        return {"TENSORBOARD_LOGGING_DIR": str(folder)}
+    return {"WANDB_MODE": os.environ.get("WANDB_MODE", "offline"), "WANDB_DIR": str(folder),
+            "WANDB_PROJECT": os.environ.get("WANDB_PROJECT", "grpo-budget")}
+
+
+def learnable_share():
+    """A ``TrainerCallback`` that adds ``learnable_share`` (1 - ``frac_reward_zero_std``: the share of groups with
+    mixed rewards, which carry a gradient) to what the reporting callbacks see; placed first, it runs before
+    them. ``log_history`` (the run's train_log) is a copy the Trainer made before, so it keeps its columns."""
+    from transformers import TrainerCallback
+
+    class LearnableShare(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs is not None and logs.get("frac_reward_zero_std") is not None:
+                logs["learnable_share"] = 1.0 - float(logs["frac_reward_zero_std"])
+
+    return LearnableShare()
 
 
 def lora_config(settings: dict, target_modules=None, layers: list[int] | None = None):
@@ -585,18 +623,33 @@ def _fit(subset: pd.DataFrame, model_path: str, args, s: dict, dataset: dict, re
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
     targets, layers = resolve_lora_targets(model, s["lora"]["target_modules"], s["lora"].get("layers"))
     check_lora_targets(model, targets)
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=reward,
-        args=args,
-        train_dataset=train_set,
-        processing_class=tokenizer,
-        peft_config=lora_config(s, targets, layers),
-        callbacks=[planned_saves(planned)],
-    )
-    if resume:
-        log.info("resuming from %s", resume)
-    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    run_dir = Path(args.output_dir).parent  # the checkpoints folder's parent: the run's folder
+    env = reporting_env(s["report_to"], run_dir)
+    if s["report_to"] == "wandb":
+        args.run_name = str(run_dir)
+    saved_env = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # the reporting callbacks read their folders when the trainer builds them
+    try:
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=reward,
+            args=args,
+            train_dataset=train_set,
+            processing_class=tokenizer,
+            peft_config=lora_config(s, targets, layers),
+            callbacks=[planned_saves(planned)],
+        )
+        if s["report_to"] != "none":
+            trainer.callback_handler.callbacks.insert(0, learnable_share())
+        if resume:
+            log.info("resuming from %s", resume)
+        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    finally:
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
     final_step = trainer.state.global_step
     if final_step == 0:

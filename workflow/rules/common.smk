@@ -9,6 +9,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
 from grpo_budget import config as grpo_config
+from grpo_budget import cost
 from grpo_budget import plan
 from grpo_budget.analysis.outputs import OUTPUTS, caption, names
 from grpo_budget.selection import POLICIES
@@ -27,6 +28,7 @@ except grpo_config.ConfigError as e:
 P = plan.config_paths(config)  # with a `sweep:`, training and evaluation outputs have a {variant} level
 RUN_NAME = plan.run_name(config)  # log and benchmark name of a training or evaluation job
 LISTING = plan.write_listing(config)  # the aggregate jobs read the run listing from this file
+cost.write_jobs(config)  # every job's work, which later cost plans join to this run's benchmark files
 NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 
 
@@ -38,13 +40,13 @@ def benchmark_file(rule, name):
     return P.benchmark.format(rule=rule, name=name)
 
 
-# Cluster resources of the GPU rules, scaled to the model (config `models.NAME.size_b`, billions of parameters):
-# one A100-80GB holds a bf16 model of up to ~14B with LoRA (2 GB of weights per billion, activations and vLLM's
-# share on top). Runtime (minutes) and host memory (MB) = base + per_billion * size_b.
+# Host memory of the GPU rules, scaled to the model (config `models.NAME.size_b`, billions of parameters): one
+# A100-80GB holds a bf16 model of up to ~14B with LoRA (2 GB of weights per billion, activations and vLLM's share on
+# top). Host memory (MB) = base + per_billion * size_b.
 GPU_SCALING = {
-    "score": {"runtime": (60, 15), "mem_mb": (16000, 4000)},
-    "train": {"runtime": (240, 60), "mem_mb": (32000, 6000)},
-    "evaluate": {"runtime": (60, 10), "mem_mb": (16000, 4000)},
+    "score": {"mem_mb": (16000, 4000)},
+    "train": {"mem_mb": (32000, 6000)},
+    "evaluate": {"mem_mb": (16000, 4000)},
 }
 
 
@@ -52,6 +54,12 @@ def scaled(stage, resource):
     """A resource callable of a GPU rule, from the model's size."""
     base, per_billion = GPU_SCALING[stage][resource]
     return lambda wc: int(base + per_billion * config["models"][wc.model]["size_b"])
+
+
+def job_runtime(rule):
+    """A GPU job's runtime request (minutes): the cost plan's estimate of its work x cost.margin, between
+    cost.runtime_floor and cost.runtime_ceiling (grpo_budget.cost; `grpo-budget plan` prints the estimates)."""
+    return lambda wc: cost.runtime_minutes(config, rule, dict(wc.items()))
 
 
 def as_json(obj):

@@ -12,7 +12,7 @@ rule evaluate_base:
     threads: 1
     resources:
         mem_mb=scaled("evaluate", "mem_mb"),
-        runtime=scaled("evaluate", "runtime"),
+        runtime=job_runtime("evaluate_base"),
     log:
         log_file("evaluate_base", "{model}_{evalset}"),
     benchmark:
@@ -41,7 +41,7 @@ rule evaluate:
     threads: 1
     resources:
         mem_mb=scaled("evaluate", "mem_mb"),
-        runtime=scaled("evaluate", "runtime"),
+        runtime=job_runtime("evaluate"),
     log:
         log_file("evaluate", RUN_NAME + "_{evalset}"),
     benchmark:

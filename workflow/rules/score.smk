@@ -13,7 +13,7 @@ rule score:
     threads: 1
     resources:
         mem_mb=scaled("score", "mem_mb"),
-        runtime=scaled("score", "runtime"),
+        runtime=job_runtime("score"),
     log:
         log_file("score", "{model}_{dataset}"),
     benchmark:
@@ -62,7 +62,7 @@ rule verify:
     threads: 1
     resources:
         mem_mb=scaled("score", "mem_mb"),
-        runtime=scaled("score", "runtime"),
+        runtime=job_runtime("verify"),
     log:
         log_file("verify", "{model}_{dataset}"),
     benchmark:

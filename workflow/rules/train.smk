@@ -14,7 +14,7 @@ rule train:
     threads: 1
     resources:
         mem_mb=scaled("train", "mem_mb"),
-        runtime=scaled("train", "runtime"),
+        runtime=job_runtime("train"),
     log:
         log_file("train", RUN_NAME),
     benchmark:

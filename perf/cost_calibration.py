@@ -1,0 +1,98 @@
+"""Calibrate the cost plan on a run of tests/configs/tiny.yaml, then check its per-job predictions for the embedded
+default (config.yaml) against a real run of it on the same machine.
+
+    .venv/bin/python perf/cost_calibration.py                      # runs both (~2 + ~6 min on 2 idle cores)
+    .venv/bin/python perf/cost_calibration.py --tiny DIR --default DIR   # reuse finished runs (run if absent)
+
+The prediction uses the tiny run's measurements only (``cost.calibrate_from: [TINY]``) and the embedded default's
+config alone (a results folder with nothing in it), as a plan before submitting would. It prints, per rule, the
+mean predicted and measured seconds per job and their ratio, and exits 1 when train, score or evaluate is off by
+more than ±30%. Timings on a loaded machine are noisy: run it on a quiet one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "workflow"))
+
+from grpo_budget import config as config_mod  # noqa: E402
+from grpo_budget import cost  # noqa: E402
+
+CHECKED = ("score", "train", "evaluate")  # the stages the plan must predict within TOLERANCE
+TOLERANCE = 0.30
+
+
+def run(configfile: Path | None, results: Path, cores: int) -> None:
+    """Run the workflow into ``results`` unless it finished there already."""
+    if (results / "summary.csv").exists():
+        print(f"reusing the finished run in {results}")
+        return
+    args = [sys.executable, "-m", "snakemake", "--cores", str(cores), "--config", f"results={results}"]
+    if configfile:
+        args += ["--configfile", str(configfile)]
+    print("running:", " ".join(args), flush=True)
+    subprocess.run(args, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+
+
+def load(configfile: Path, results: Path) -> dict:
+    cfg = config_mod.load(configfile)
+    cfg["results"] = str(results)
+    return cfg
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tiny", type=Path, default=Path(tempfile.gettempdir()) / "grpo-cost-calibration" / "tiny")
+    p.add_argument("--default", type=Path, default=Path(tempfile.gettempdir()) / "grpo-cost-calibration" / "default")
+    p.add_argument("--cores", type=int, default=2)
+    p.add_argument("--jobs", action="store_true", help="also print every job's prediction and measurement")
+    a = p.parse_args(argv)
+
+    tiny_cfg = load(ROOT / "tests" / "configs" / "tiny.yaml", a.tiny.resolve())
+    run(ROOT / "tests" / "configs" / "tiny.yaml", a.tiny.resolve(), a.cores)
+    cost.write_jobs(tiny_cfg)  # the runs' own Snakemake start writes it too; here for runs made before it did
+
+    # The plan before submitting: the default's config alone, rates from the tiny run only.
+    with tempfile.TemporaryDirectory() as empty:
+        plan_cfg = load(ROOT / "config.yaml", Path(empty))
+        predicted = cost.estimate(plan_cfg, folders=[str(a.tiny.resolve())])
+    fit = cost.fit_rates(cost.measurements([str(a.tiny.resolve())]))
+    print("\nrates fitted on the tiny run:")
+    for (kind, size), r in sorted(fit.items()):
+        rate = f"{r.rate:,.0f} tokens/s" if r.rate != float("inf") else "-"
+        print(f"  {kind:16s} size {size:g}B: startup {r.startup:6.1f} s, {rate:>18s}  ({r.source})")
+
+    default_cfg = load(ROOT / "config.yaml", a.default.resolve())
+    run(None, a.default.resolve(), a.cores)
+    cost.write_jobs(default_cfg)
+    measured = cost.measurements([str(a.default.resolve())])
+    both = predicted.merge(measured[["rule", "name", "seconds"]].rename(columns={"seconds": "measured_s"}),
+                           on=["rule", "name"], how="inner")
+    if a.jobs:
+        print("\n" + both[["rule", "name", "work", "seconds", "measured_s"]].to_string(index=False))
+    print(f"\nembedded default, predicted from the tiny run vs measured (seconds per job, mean over the rule's jobs):")
+    print(f"{'rule':16s} {'jobs':>4s} {'predicted':>10s} {'measured':>10s} {'ratio':>7s}")
+    failed = []
+    for rule, rows in both.groupby("rule", sort=False):
+        pred, meas = rows["seconds"].mean(), rows["measured_s"].mean()
+        ratio = pred / meas if meas else float("nan")
+        stage = cost.STAGES[rule]
+        flag = ""
+        if stage in CHECKED:
+            ok = abs(ratio - 1) <= TOLERANCE
+            flag = "ok" if ok else f"OFF by more than {TOLERANCE:.0%}"
+            if not ok:
+                failed.append(rule)
+        print(f"{rule:16s} {len(rows):4d} {pred:10.1f} {meas:10.1f} {ratio:7.2f}  {flag}")
+    print("\nwithin ±30% for train, score and evaluate jobs" if not failed else f"\noff: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
