@@ -255,7 +255,7 @@ def vllm_engine_kwargs(enable_lora: bool, max_lora_rank: int, extra: dict, on_gp
     CPU defaults (``CPU_ENGINE_DEFAULTS``, the KV cache left out when ``extra`` sizes memory itself); ``extra`` wins."""
     kwargs: dict = {"seed": 0}
     if enable_lora:
-        kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=1)
+        kwargs.update(enable_lora=True, max_lora_rank=lora_rank_slot(max_lora_rank), max_loras=1)
     if not (default_device() == "cuda" if on_gpu is None else on_gpu):
         cpu = dict(CPU_ENGINE_DEFAULTS)
         if "gpu_memory_utilization" in extra:
@@ -263,6 +263,15 @@ def vllm_engine_kwargs(enable_lora: bool, max_lora_rank: int, extra: dict, on_gp
         kwargs.update(cpu)
     kwargs.update(extra)
     return kwargs
+
+
+# The ranks vLLM sizes its LoRA slots for (``LoRAConfig.max_lora_rank`` accepts only these).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def lora_rank_slot(rank: int) -> int:
+    """The smallest rank vLLM accepts that holds adapters of ``rank`` (a rank-4 adapter goes in a rank-8 slot)."""
+    return next((r for r in VLLM_LORA_RANKS if r >= rank), rank)
 
 
 def vllm_sampling_kwargs(sampling: Sampling, model_top_k: int | None = None) -> dict:
