@@ -122,9 +122,9 @@ def test_without_a_sweep_paths_and_listing_are_unchanged():
 def test_a_sweep_multiplies_training_and_shares_selection():
     cfg = config.validate(raw())
     lst = plan.listing(cfg)
-    assert len(plan.grid(cfg)) == 3 and len(lst.runs) == 6
-    assert len({r.subset for r in lst.runs}) == 3  # one subset per policy, shared by both variants
-    assert len({r.log for r in lst.runs}) == 6 and all(f"/v-{r.variant}/" in r.log for r in lst.runs)
+    assert len(plan.grid(cfg)) == 2 and len(lst.runs) == 4
+    assert len({r.subset for r in lst.runs}) == 2  # one subset per policy, shared by both variants
+    assert len({r.log for r in lst.runs}) == 4 and all(f"/v-{r.variant}/" in r.log for r in lst.runs)
     assert all("/v-" not in r.subset for r in lst.runs)
     assert plan.subsets_of(cfg, "tiny", "framearith") == sorted({r.subset for r in lst.runs}, key=[r.subset for r in lst.runs].index)
     back = plan.Listing.from_dict(__import__("json").loads(lst.to_json()))
@@ -136,8 +136,8 @@ def test_a_sweep_multiplies_training_and_shares_selection():
 def test_dry_run_multiplies_only_train_evaluate_and_adds_the_figure():
     out = snakemake("-n", "--configfile", str(TINY_SWEEP), "--config", "results=/tmp/never-written-sweep")
     counts = job_counts(out.stdout + out.stderr)
-    assert counts["score"] == 1 and counts["select"] == 3 and counts["verify"] == 1 and counts["evaluate_base"] == 1
-    assert counts["train"] == 6 and counts["evaluate"] == 6
+    assert counts["score"] == 1 and counts["select"] == 2 and counts["verify"] == 1 and counts["evaluate_base"] == 1
+    assert counts["train"] == 4 and counts["evaluate"] == 4
     assert counts["figure"] == 6 and counts["table"] == 4 and counts["summary"] == 1  # + gain_vs_setting
 
 
@@ -206,6 +206,27 @@ def test_gain_vs_setting_figure(swept, tmp_path):
     assert Path(outs[0]).read_bytes()[:4] == b"\x89PNG" and Path(outs[1]).read_bytes()[:4] == b"%PDF"
 
 
+def test_gain_vs_setting_with_two_swept_settings_holds_the_other_fixed(swept, tmp_path):
+    """G x beta: a panel per setting and value of the other one (gain against G at each beta, and the reverse)."""
+    from dataclasses import replace
+
+    from grpo_budget.analysis import figures
+
+    variants = {f"G{g}-beta{b}": {"training.num_generations": g, "training.beta": b} for g in (2, 8) for b in (0, 0.04)}
+    runs = [replace(r, variant=f"{r.variant}-beta{b}") for r in swept.runs for b in (0, 0.04)]
+    two = replace(swept, runs=runs, variants=variants)
+    assert two.swept() == ["training.num_generations", "training.beta"]
+    panels = []
+    real = figures._gain_lines
+    figures._gain_lines = lambda ax, g, x_of, xs, s: panels.append((xs, sorted(set(g["variant"])))) or real(ax, g, x_of, xs, s)
+    try:
+        analysis.run("gain_vs_setting", two, [str(tmp_path / "g.png")], SETTINGS)
+    finally:
+        figures._gain_lines = real
+    assert panels == [(["2", "8"], ["G2-beta0", "G8-beta0"]), (["2", "8"], ["G2-beta0.04", "G8-beta0.04"]),
+                      (["0", "0.04"], ["G2-beta0", "G2-beta0.04"]), (["0", "0.04"], ["G8-beta0", "G8-beta0.04"])]
+
+
 def test_budget_curve_only_with_several_budgets(swept, tmp_path):
     from grpo_budget.analysis.outputs import OUTPUTS
 
@@ -226,15 +247,15 @@ def test_tiny_sweep_end_to_end_then_a_third_value_runs_only_its_jobs(tmp_path):
     results = tmp_path / "results"
     first = snakemake("--configfile", str(TINY_SWEEP), "--config", f"results={results}")
     counts = job_counts(first.stdout + first.stderr)
-    assert counts["score"] == 1 and counts["select"] == 3 and counts["verify"] == 1
-    assert counts["evaluate_base"] == 1 and counts["train"] == 6 and counts["evaluate"] == 6
+    assert counts["score"] == 1 and counts["select"] == 2 and counts["verify"] == 1
+    assert counts["evaluate_base"] == 1 and counts["train"] == 4 and counts["evaluate"] == 4
     runs = results / "runs/tiny/framearith"
-    for policy in ("hard", "easy", "random"):
+    for policy in ("hard", "random"):
         assert (runs / policy / "b0.2/s0/subset.parquet").exists()
         for G in (4, 8):
             assert (runs / policy / f"b0.2/s0/v-G{G}/eval/framearith.parquet").exists()
     gains = pd.read_csv(results / "tables/gains_over_seeds.csv")
-    assert sorted(gains["variant"].unique()) == ["G4", "G8"] and len(gains) == 6
+    assert sorted(gains["variant"].unique()) == ["G4", "G8"] and len(gains) == 4
     learn = pd.read_csv(results / "tables/learnable.csv")
     assert dict(zip(learn["variant"], learn["G"])) == {"G4": 4, "G8": 8}
     assert "variant" in pd.read_csv(results / "tables/verdicts.csv").columns
@@ -247,10 +268,27 @@ def test_tiny_sweep_end_to_end_then_a_third_value_runs_only_its_jobs(tmp_path):
     more.write_text(yaml.safe_dump(cfg))
     second = snakemake("--configfile", str(more), "--config", f"results={results}")
     counts = job_counts(second.stdout + second.stderr)
-    assert counts["train"] == 3 and counts["evaluate"] == 3  # only G2's arms
+    assert counts["train"] == 2 and counts["evaluate"] == 2  # only G2's arms
     for rule in ("score", "select", "verify", "evaluate_base", "bootstrap_model", "prepare"):
         assert rule not in counts, (rule, counts)
     assert set(counts) - {"train", "evaluate", "summary", "table", "figure", "all", "total"} == set()
     assert (runs / "hard/b0.2/s0/subset.parquet").stat().st_mtime_ns == subset_mtime
     gains = pd.read_csv(results / "tables/gains_over_seeds.csv")
     assert sorted(gains["variant"].unique()) == ["G2", "G4", "G8"]
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("sweep-group-kl", {"prepare": 2, "score": 1, "select": 9, "train": 54, "evaluate_base": 1, "evaluate": 54,
+                        "summary": 1, "table": 4, "figure": 7}),  # + gain_vs_setting and gain_vs_budget
+    ("sweep-lora-targets", {"prepare": 2, "score": 1, "select": 4, "train": 48, "evaluate_base": 1, "evaluate": 48,
+                            "summary": 1, "table": 4, "figure": 6}),
+])
+def test_sweep_configs_build_their_dag_through_the_slurm_profile(name, expected):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRPO_SLURM_")}
+    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--profile", "profiles/slurm", "--configfile",
+                          f"configs/{name}.yaml"], cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    counts = job_counts(out.stdout + out.stderr)
+    assert {k: counts.get(k, 0) for k in expected} == expected

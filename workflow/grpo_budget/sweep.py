@@ -72,7 +72,9 @@ def label(key: str) -> str:
 
 def format_value(value) -> str:
     """A value as it reads in a variant name and on a figure's axis: 0.04 -> "0.04", 1e-05 -> "1e-05",
-    [0, 11] -> "0-11", [q_proj, v_proj] -> "q_proj.v_proj", {layers: [0, 3]} -> "layers0-3"."""
+    [0, 11] -> "0-11", [q_proj, v_proj] -> "q_proj.v_proj", {layers: [0, 3]} -> "layers0-3", None -> "all"."""
+    if value is None:  # e.g. training.lora.layers: null, every layer
+        return "all"
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, float):
@@ -88,9 +90,11 @@ def format_value(value) -> str:
 def derived_name(values: dict) -> str:
     parts = []
     for key, value in values.items():
+        if value is None:  # the unset setting (e.g. every layer) goes without saying
+            continue
         prefix = PREFIX.get(key, key.rsplit(".", 1)[-1])
         parts.append(prefix + format_value(value))
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", "-".join(parts))
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", "-".join(parts)) or "base"
     return name if re.match(r"[A-Za-z0-9]", name) else "v" + name
 
 

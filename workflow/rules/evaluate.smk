@@ -43,9 +43,9 @@ rule evaluate:
         mem_mb=scaled("evaluate", "mem_mb"),
         runtime=job_runtime("evaluate"),
     log:
-        log_file("evaluate", RUN_NAME + "_{evalset}"),
+        log_file("evaluate", f"{RUN_NAME}_{{evalset}}"),
     benchmark:
-        benchmark_file("evaluate", RUN_NAME + "_{evalset}")
+        benchmark_file("evaluate", f"{RUN_NAME}_{{evalset}}")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:

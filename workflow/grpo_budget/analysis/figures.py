@@ -257,7 +257,10 @@ def figure_gain_vs_setting(runs: Listing, outs: Sequence[str], settings: Analysi
                 panels.append((f"{model} · {dataset} · budget {budget}", key, others, combo, sub))
     fig, axes = _panels(len(panels))
     for ax, (title, key, others, combo, sub) in zip(axes, panels):
-        xs = list(dict.fromkeys(format_value(values[key]) for values in runs.variants.values()))
+        values = [v[key] for v in runs.variants.values() if key in v]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            values = sorted(values)  # numbers in order along the axis, whatever order the sweep lists them in
+        xs = list(dict.fromkeys(format_value(v) for v in values))
         _gain_lines(ax, sub, lambda r: format_value(runs.variants[r["variant"]][key]), xs, s)
         held = ", ".join(f"{label(o)} {c}" for o, c in zip(others, combo))
         ax.set(title=title + (f"\n{held}" if held else ""), xlabel=label(key),
