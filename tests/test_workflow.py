@@ -111,25 +111,30 @@ def test_second_run_does_nothing_and_one_figure_reruns_alone(tiny_run):
 
 
 @pytest.mark.slow
-def test_embedded_default_end_to_end(tmp_path):
-    """The README's main command on the embedded default: calibrated base model, 4 policies + base, report."""
-    results = tmp_path / "results"
-    snakemake("--config", f"results={results}")
+def test_embedded_default_end_to_end(embedded_default_run):
+    """The README's main command on the embedded default: calibrated base model, adaptive scoring, 5 policies +
+    base, report."""
+    results = embedded_default_run  # run once per session (conftest): tests/test_vllm.py reuses it
     scores = pd.read_parquet(results / "scores/tiny/framearith.parquet")
+    # adaptive scoring: unequal counts, as many samples in all as K=8, every sample kept
+    assert scores["n_samples"].nunique() > 2 and scores["n_samples"].sum() <= 8 * len(scores)
+    assert (scores["samples"].map(len) == scores["n_samples"]).all()
+    assert not (results / "scores/tiny/framearith.parquet.rounds").exists()
     inside = ((scores["pass_rate"] > 0) & (scores["pass_rate"] < 1)).mean()
     assert inside >= 0.3, f"only {inside:.0%} of pool items strictly between 0 and 1"
     assert (scores["pass_rate"] == 0).any() and (scores["pass_rate"] == 1).any()
     summary = pd.read_csv(results / "summary.csv")
-    assert set(summary["policy"]) == {"easy", "medium", "hard", "random"}
+    assert set(summary["policy"]) == {"easy", "medium", "hard", "learnable", "random"}
     # the subsets really differ in difficulty, in the order the policies promise
     by = summary.groupby("policy")["subset_mean_pass_rate"].mean()
     assert by["hard"] < by["medium"] < by["easy"]
-    # the answer: every pair of the four policies, over two seeds each
+    # the answer: every pair of the five policies, over two seeds each
     verdicts = pd.read_csv(results / "tables/verdicts.csv")
-    assert len(verdicts) == 6 and (verdicts["seeds_a"] == 2).all() and (verdicts["seeds_b"] == 2).all()
+    assert len(verdicts) == 10 and (verdicts["seeds_a"] == 2).all() and (verdicts["seeds_b"] == 2).all()
     assert (verdicts["diff_lo"] <= verdicts["diff_pts"]).all() and (verdicts["diff_pts"] <= verdicts["diff_hi"]).all()
     learn = pd.read_csv(results / "tables/learnable.csv")
     assert (learn["predicted_from"] == "fresh").all()
+    assert "learnable" in set(learn["policy"])
 
 
 @pytest.mark.slow
