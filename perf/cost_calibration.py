@@ -28,9 +28,9 @@ CHECKED = ("score", "train", "evaluate")  # the stages the plan must predict wit
 TOLERANCE = 0.30
 
 
-def run(configfile: Path | None, results: Path, cores: int) -> None:
-    """Run the workflow into ``results`` unless it finished there already."""
-    if (results / "summary.csv").exists():
+def run(configfile: Path | None, results: Path, cores: int, reuse: bool = False) -> None:
+    """Run the workflow into ``results`` unless it finished there already (or ``reuse``: take what is there)."""
+    if (results / "summary.csv").exists() or (reuse and (results / "benchmarks").is_dir()):
         print(f"reusing the finished run in {results}")
         return
     args = [sys.executable, "-m", "snakemake", "--cores", str(cores), "--config", f"results={results}"]
@@ -52,10 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--default", type=Path, default=Path(tempfile.gettempdir()) / "grpo-cost-calibration" / "default")
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--jobs", action="store_true", help="also print every job's prediction and measurement")
+    p.add_argument("--reuse", action="store_true", help="never run: compare with the benchmark files already there")
     a = p.parse_args(argv)
 
     tiny_cfg = load(ROOT / "tests" / "configs" / "tiny.yaml", a.tiny.resolve())
-    run(ROOT / "tests" / "configs" / "tiny.yaml", a.tiny.resolve(), a.cores)
+    run(ROOT / "tests" / "configs" / "tiny.yaml", a.tiny.resolve(), a.cores, a.reuse)
     cost.write_jobs(tiny_cfg)  # the runs' own Snakemake start writes it too; here for runs made before it did
 
     # The plan before submitting: the default's config alone, rates from the tiny run only.
@@ -65,11 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     fit = cost.fit_rates(cost.measurements([str(a.tiny.resolve())]))
     print("\nrates fitted on the tiny run:")
     for (kind, size), r in sorted(fit.items()):
-        rate = f"{r.rate:,.0f} tokens/s" if r.rate != float("inf") else "-"
-        print(f"  {kind:16s} size {size:g}B: startup {r.startup:6.1f} s, {rate:>18s}  ({r.source})")
+        print(f"  {kind:16s} {size:g}B: startup {r.startup:6.1f} s, {1e3 * r.per_pass:7.2f} ms per decoding step, "
+              f"{1e6 * r.per_token:7.2f} us per token  ({r.source})")
 
     default_cfg = load(ROOT / "config.yaml", a.default.resolve())
-    run(None, a.default.resolve(), a.cores)
+    run(None, a.default.resolve(), a.cores, a.reuse)
     cost.write_jobs(default_cfg)
     measured = cost.measurements([str(a.default.resolve())])
     both = predicted.merge(measured[["rule", "name", "seconds"]].rename(columns={"seconds": "measured_s"}),

@@ -133,6 +133,23 @@ def test_training_time_splits_by_its_log(tmp_path):
     assert rate.source == "3 measured, split by their logs"
 
 
+def test_generation_time_splits_by_its_log_lines(tmp_path):
+    """A generation job's log says how long it generated (scoring.sample_and_grade): startup is the rest."""
+    cfg = load()
+    fake_run(tmp_path, cfg, lambda j: 3.0 if j.kind == "cpu" else 40.0 if j.kind == "train" else
+             7.0 + 0.01 * j.passes + j.work / 4000)
+    for j in cost.jobs(cfg):
+        if j.kind == "generate":
+            log = tmp_path / "logs" / j.rule / f"{j.name}.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            work = 0.01 * j.passes + j.work / 4000
+            log.write_text("".join(f"INFO grpo_budget.scoring: generated 8 completions in {work / 2:.6f} s\n"
+                                   for _ in range(2)))
+    rate = cost.fit_rates(cost.measurements([str(tmp_path)]))[("generate", cost.model_size_b(cfg, "tiny"))]
+    assert (rate.startup, rate.per_pass, rate.per_token) == pytest.approx((7.0, 0.01, 1 / 4000), rel=0.01)
+    assert rate.source == "6 measured, split by their logs"
+
+
 def test_unmeasured_sizes_take_the_stated_defaults(tmp_path):
     est = cost.estimate(load(ROOT / "configs" / "hard-examples.yaml"), folders=[str(tmp_path)])
     gpu = est[est["kind"] != "cpu"]

@@ -90,8 +90,8 @@ def test_every_trained_arm_of_the_tiny_config_writes_events(tmp_path):
     configfile.write_text(yaml.safe_dump(cfg))
     manifests = [plan.paths(cfg["results"]).manifest.format(**r) for r in plan.grid(config.load(configfile))]
     assert len(manifests) == 3
-    out = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", str(configfile),
-                          *manifests], cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "snakemake", *manifests, "--cores", "2", "--configfile",
+                          str(configfile)], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     for manifest in manifests:
         run = Path(manifest).parent

@@ -37,6 +37,7 @@ CPU_RULES = ("prepare", "bootstrap_model", "select", "summary", "table", "figure
 STAGES = {"prepare": "prepare", "bootstrap_model": "prepare", "score": "score", "verify": "score",
           "select": "select", "train": "train", "evaluate_base": "evaluate", "evaluate": "evaluate",
           "summary": "aggregate", "table": "aggregate", "figure": "aggregate"}
+GENERATION_LOG = r"generated \d+ completions in ([0-9.]+) s"  # scoring.sample_and_grade's line in a job's log
 JOBS_FILE = "plan/jobs.csv"  # per job: its work, so that a later plan can join this folder's benchmark files to it
 
 # Log and benchmark names of the jobs that are not per arm (the rules' `benchmark:` lines; per-arm ones come from
@@ -379,6 +380,17 @@ def _train_loop_seconds(train_log: Path) -> float | None:
     return float(runtime.iloc[-1]) if len(runtime) else None
 
 
+def _generation_seconds(log_file: Path) -> float | None:
+    """Seconds a generation job spent generating (the sum of its :data:`GENERATION_LOG` lines), or None."""
+    import re
+
+    try:
+        found = re.findall(GENERATION_LOG, log_file.read_text(errors="replace"))
+    except OSError:
+        return None
+    return sum(float(x) for x in found) if found else None
+
+
 def measurements(folders: list[str]) -> pd.DataFrame:
     """One row per measured job in ``folders`` (results folders with ``plan/jobs.csv``): its rule, kind, model size,
     work, seconds (benchmark ``s``) and, for training, the loop's seconds."""
@@ -396,6 +408,8 @@ def measurements(folders: list[str]) -> pd.DataFrame:
             loop = None
             if job.rule == "train" and isinstance(job.train_log, str):
                 loop = _train_loop_seconds(root / job.train_log)
+            elif job.kind == "generate":
+                loop = _generation_seconds(root / plan.PATTERNS["log"].format(rule=job.rule, name=job.name))
             rows.append(dict(folder=str(folder), rule=job.rule, kind=job.kind, name=job.name,
                              size_b=float(job.size_b), passes=float(job.passes), work=float(job.work),
                              seconds=seconds, loop_seconds=loop))
@@ -431,40 +445,41 @@ def _same_size(a: float, b: float) -> bool:
     return abs(a - b) <= 0.05 * max(a, b, 1e-9)
 
 
+def _fit_kind(rows: pd.DataFrame, startup_hint: float | None) -> tuple[tuple[float, float, float], str]:
+    """(startup, per_pass, per_token) of one kind and size, and how it was fitted. Jobs whose log gives their
+    working time (a training loop's ``train_runtime``, a generation job's :data:`GENERATION_LOG` lines) split it
+    off: startup = the median of the rest, and the working time is fitted on decoding steps and tokens. Otherwise
+    the whole time is fitted with a startup. Where the jobs do not vary enough to tell steps from tokens, the
+    working time goes to the decoding steps (small batches are bound per step)."""
+    n = len(rows)
+    split = rows.dropna(subset=["loop_seconds"])
+    if len(split):
+        startup = float((split["seconds"] - split["loop_seconds"]).clip(lower=0).median())
+        loop = _fit(split, "loop_seconds", startup=False)
+        per_pass, per_token = loop[1:] if loop else (_per_pass(split, 0.0, "loop_seconds"), 0.0)
+        return (startup, per_pass, per_token), f"{len(split)} measured, split by their logs"
+    fit = _fit(rows)
+    if fit is None:  # a startup from elsewhere (the same process start and model load), else half the lightest job
+        startup = startup_hint if startup_hint is not None else float(rows["seconds"].min()) / 2
+        startup = min(startup, float(rows["seconds"].min()))
+        fit = (startup, _per_pass(rows, startup), 0.0)
+    return fit, f"fit to {n} measured"
+
+
 def fit_rates(measured: pd.DataFrame) -> dict[tuple[str, float], Rate]:
-    """Measured rates by (kind or CPU rule, model size). Generation jobs share one fit per size (startup, per
-    decoding step, per token). Training jobs split their time by their log (the loop, fitted on steps and tokens;
-    the rest is startup), else are fitted whole. Where the jobs do not vary enough to fit both terms, the time past
-    startup goes to the decoding steps. CPU rules: their median seconds."""
+    """Measured rates by (kind or CPU rule, model size): training jobs, and generation jobs (score, verify,
+    evaluate_base, evaluate: one fit per size), each by :func:`_fit_kind`; CPU rules their median seconds."""
     rates: dict[tuple[str, float], Rate] = {}
     if measured.empty:
         return rates
     for rule, rows in measured[measured["kind"] == "cpu"].groupby("rule"):
         rates[(rule, 0.0)] = Rate(float(rows["seconds"].median()), 0.0, 0.0, f"median of {len(rows)} measured",
                                   len(rows))
-    for size, rows in measured[measured["kind"] == "train"].groupby("size_b"):
-        split = rows.dropna(subset=["loop_seconds"])
-        if len(split):
-            startup = float((split["seconds"] - split["loop_seconds"]).clip(lower=0).median())
-            loop = _fit(split, "loop_seconds", startup=False)
-            per_pass, per_token = loop[1:] if loop else (_per_pass(split, 0.0, "loop_seconds"), 0.0)
-            rates[("train", float(size))] = Rate(startup, per_pass, per_token,
-                                                 f"{len(split)} measured, split by their logs", len(split))
-            continue
-        fit = _fit(rows)
-        if fit is None:  # the startup of a measured generation job's process, else half the lightest job
-            startup = float(rows["seconds"].min()) * 0.5
-            fit = (startup, _per_pass(rows, startup), 0.0)
-        rates[("train", float(size))] = Rate(*fit, f"fit to {len(rows)} measured", len(rows))
-    for size, rows in measured[measured["kind"] == "generate"].groupby("size_b"):
-        n = len(rows)
-        fit = _fit(rows)
-        if fit is None:  # too few work levels: the training jobs' startup (the same process start and model
-            #   load), else half the lightest job; the rest per decoding step
-            train = rates.get(("train", float(size)))
-            startup = min(train.startup, float(rows["seconds"].min())) if train else float(rows["seconds"].min()) / 2
-            fit = (startup, _per_pass(rows, startup), 0.0)
-        rates[("generate", float(size))] = Rate(*fit, f"fit to {n} measured", n)
+    for kind, other in (("train", "generate"), ("generate", "train")):
+        for size, rows in measured[measured["kind"] == kind].groupby("size_b"):
+            hint = rates.get((other, float(size)))
+            fit, how = _fit_kind(rows, hint.startup if hint else None)
+            rates[(kind, float(size))] = Rate(*fit, how, len(rows))
     return rates
 
 

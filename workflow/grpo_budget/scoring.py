@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import shutil
+import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -31,7 +32,10 @@ def sample_and_grade(gen: Generator, items: pd.DataFrame, dataset: dict, samplin
                      adapter: str | None = None) -> pd.DataFrame:
     """One row per item: its samples, which were correct, pass rate, format failures and completion length."""
     built = prompts.for_dataset(dataset, list(items["prompt"]), gen.tokenizer)
+    start = time.perf_counter()
     outputs = gen.generate(built, sampling, adapter=adapter, keys=[str(i) for i in items["id"]])
+    # The job's generation time apart from its startup: the cost plan fits its rates on it (cost.GENERATION_LOG).
+    log.info("generated %d completions in %.3f s", sum(len(o) for o in outputs), time.perf_counter() - start)
     g = config.fill(("datasets", "*", "grading"), dataset.get("grading", {}))
     rows = []
     for item_id, gold, kind, comps in zip(items["id"], items["answer"], items["answer_type"], outputs):
