@@ -3,6 +3,7 @@ default (config.yaml) against a real run of it on the same machine.
 
     .venv/bin/python perf/cost_calibration.py                      # runs both (~2 + ~6 min on 2 idle cores)
     .venv/bin/python perf/cost_calibration.py --tiny DIR --default DIR   # reuse finished runs (run if absent)
+    .venv/bin/python perf/cost_calibration.py --tiny DIR --default DIR --reuse --jobs   # never run; every job
 
 The prediction uses the tiny run's measurements only (``cost.calibrate_from: [TINY]``) and the embedded default's
 config alone (a results folder with nothing in it), as a plan before submitting would. It prints, per rule, the
@@ -73,12 +74,17 @@ def main(argv: list[str] | None = None) -> int:
     run(None, a.default.resolve(), a.cores, a.reuse)
     cost.write_jobs(default_cfg)
     measured = cost.measurements([str(a.default.resolve())])
-    both = predicted.merge(measured[["rule", "name", "seconds"]].rename(columns={"seconds": "measured_s"}),
+    both = predicted.merge(measured[["rule", "name", "seconds", "loop_seconds"]]
+                           .rename(columns={"seconds": "measured_s", "loop_seconds": "measured_work_s"}),
                            on=["rule", "name"], how="inner")
+    startups = {(kind, size): r.startup for (kind, size), r in fit.items()}
+    both["work_s"] = [row.seconds - startups.get((row.kind, row.size_b), startups.get((row.rule, 0.0), 0.0))
+                      for row in both.itertuples()]
     if a.jobs:
         print("\n" + both[["rule", "name", "work", "seconds", "measured_s"]].to_string(index=False))
     print(f"\nembedded default, predicted from the tiny run vs measured (seconds per job, mean over the rule's jobs):")
-    print(f"{'rule':16s} {'jobs':>4s} {'predicted':>10s} {'measured':>10s} {'ratio':>7s}")
+    print(f"{'rule':16s} {'jobs':>4s} {'predicted':>10s} {'measured':>10s} {'ratio':>7s}   "
+          f"{'of which working (predicted / measured, from the job logs)'}")
     failed = []
     for rule, rows in both.groupby("rule", sort=False):
         pred, meas = rows["seconds"].mean(), rows["measured_s"].mean()
@@ -90,7 +96,10 @@ def main(argv: list[str] | None = None) -> int:
             flag = "ok" if ok else f"OFF by more than {TOLERANCE:.0%}"
             if not ok:
                 failed.append(rule)
-        print(f"{rule:16s} {len(rows):4d} {pred:10.1f} {meas:10.1f} {ratio:7.2f}  {flag}")
+        work = ""
+        if rows["measured_work_s"].notna().any():
+            work = f"{rows['work_s'].mean():7.1f} / {rows['measured_work_s'].mean():7.1f}"
+        print(f"{rule:16s} {len(rows):4d} {pred:10.1f} {meas:10.1f} {ratio:7.2f}   {work:18s} {flag}")
     print("\nwithin ±30% for train, score and evaluate jobs" if not failed else f"\noff: {', '.join(failed)}")
     return 1 if failed else 0
 

@@ -234,11 +234,21 @@ def _generation(config: dict, section: str, model: str, evalset: str | None) -> 
     return samples, int(s["max_new_tokens"]), int(s["batch_size"])
 
 
+def adaptive_rounds(config: dict) -> int:
+    """Sampling rounds adaptive scoring may take at most (1 without it): ``first``, then ``step`` at a time up to
+    ``max_samples``."""
+    a = config["scoring"].get("adaptive")
+    if a is None:
+        return 1
+    first, step, most = int(a.get("first", 2)), int(a.get("step", 2)), int(a.get("max_samples", 32))
+    return 1 + max(0, math.ceil((most - first) / step))
+
+
 def _gen_job(config: dict, rule: str, name: str, model: str, dataset: str, items: int, gen: tuple[int, int, int],
-             rounds: int = 1, run: str = "") -> Job:
+             rounds: int = 1, run: str = "", sampling_rounds: int = 1) -> Job:
     """A generation job over ``items`` prompts, ``rounds`` times (checkpoints). The transformers backend decodes
     ``batch_size // samples`` prompts at a time (``batch_size`` counts sequences); vLLM keeps its engine full
-    (:attr:`Hardware.concurrency` sequences)."""
+    (:attr:`Hardware.concurrency` sequences). Adaptive scoring's ``sampling_rounds`` each may end in a part batch."""
     samples, tokens, batch_size = gen
     seqs = items * samples
     if config["backend"] == "vllm":
@@ -248,6 +258,7 @@ def _gen_job(config: dict, rule: str, name: str, model: str, dataset: str, items
         per_batch = max(1, batch_size // max(1, samples))
         batches = math.ceil(items / per_batch)
         batch = min(items, per_batch) * samples
+    batches += sampling_rounds - 1
     return Job(rule, name, model, dataset, run, model_size_b(config, model), seqs * rounds, seqs * rounds * tokens,
                batch=batch, passes=batches * tokens * rounds)
 
@@ -280,7 +291,8 @@ def jobs(config: dict) -> list[Job]:
     for m in config["models"]:
         for d in trainable:
             out.append(_gen_job(config, "score", NAMES["score"].format(model=m, dataset=d), m, d,
-                                split_items(config, d, "pool"), _generation(config, "scoring", m, None)))
+                                split_items(config, d, "pool"), _generation(config, "scoring", m, None),
+                                sampling_rounds=adaptive_rounds(config)))
             if plan.verifies(config):
                 out.append(_gen_job(config, "verify", NAMES["verify"].format(model=m, dataset=d), m, d,
                                     _verify_items(config, m, d), _generation(config, "verify", m, None)))
