@@ -182,7 +182,6 @@ def test_embedded_default_with_vllm_writes_every_output_with_the_same_schema(emb
     differ = [f for f in sorted(hf_files) if _schema(hf_files[f]) != _schema(vl_files[f])]
     assert not differ, "schemas differ: " + "; ".join(
         f"{f}: {_schema(hf_files[f])} vs {_schema(vl_files[f])}" for f in differ[:5])
-    assert (pd.read_parquet(vl / "scores/tiny/framearith.parquet")["n_samples"] == 8).all()
 
 
 def test_lora_rank_bound_rounds_up_to_a_rank_vllm_accepts():
