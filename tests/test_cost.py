@@ -128,9 +128,14 @@ def test_training_time_splits_by_its_log(tmp_path):
                           "train_runtime": [None, 20.0]}).to_parquet(log)
     rates = cost.fit_rates(cost.measurements([str(tmp_path)]))
     rate = rates[("train", cost.model_size_b(cfg, "tiny"))]
-    # one work level: the loop goes to its decoding steps (6 steps x 16 tokens)
-    assert (rate.startup, rate.per_pass, rate.per_token) == pytest.approx((10.0, 20.0 / 96, 0.0))
+    # one work level: the loop splits as this machine's generation does (here all per token: 4 s + tokens/1000)
+    gen = rates[("generate", cost.model_size_b(cfg, "tiny"))]
+    assert gen.per_pass == pytest.approx(0, abs=1e-9) and gen.per_token == pytest.approx(1e-3)
+    assert (rate.startup, rate.per_pass, rate.per_token) == pytest.approx((10.0, 0.0, 20.0 / 3072), abs=1e-9)
     assert rate.source == "3 measured, split by their logs"
+    alone = cost.fit_rates(cost.measurements([str(tmp_path)]).query("kind == 'train'"))
+    # without generation jobs: all per decoding step (6 steps x 16 tokens)
+    assert alone[("train", cost.model_size_b(cfg, "tiny"))].per_pass == pytest.approx(20.0 / 96)
 
 
 def test_generation_time_splits_by_its_log_lines(tmp_path):

@@ -447,34 +447,41 @@ def _fit(rows: pd.DataFrame, y: str = "seconds", startup: bool = True) -> tuple[
     return tuple(float(c) for c in ([0.0] if not startup else []) + list(coef))
 
 
-def _per_pass(rows: pd.DataFrame, startup: float, y: str = "seconds") -> float:
-    """One work level: the time past startup over the decoding steps (the term that dominates when nothing
-    else tells: small batches are bound per step)."""
-    return float((rows[y] - startup).clip(lower=0).sum() / max(rows["passes"].sum(), 1))
-
-
 def _same_size(a: float, b: float) -> bool:
     return abs(a - b) <= 0.05 * max(a, b, 1e-9)
 
 
-def _fit_kind(rows: pd.DataFrame, startup_hint: float | None) -> tuple[tuple[float, float, float], str]:
+def _one_level(rows: pd.DataFrame, startup: float, y: str, shape: "Rate | None") -> tuple[float, float]:
+    """(per_pass, per_token) of jobs at one work level, where steps and tokens cannot be told apart: in the
+    proportion of ``shape`` (this size's generation fit: how a decoding step's cost splits on this machine), scaled
+    to these jobs' time; without a shape, all per decoding step (small batches are bound per step)."""
+    past = float((rows[y] - startup).clip(lower=0).sum())
+    passes, work = float(rows["passes"].sum()), float(rows["work"].sum())
+    if shape is not None and shape.per_pass * passes + shape.per_token * work > 0:
+        k = past / (shape.per_pass * passes + shape.per_token * work)
+        return k * shape.per_pass, k * shape.per_token
+    return past / max(passes, 1), 0.0
+
+
+def _fit_kind(rows: pd.DataFrame, startup_hint: float | None, shape: "Rate | None" = None
+              ) -> tuple[tuple[float, float, float], str]:
     """(startup, per_pass, per_token) of one kind and size, and how it was fitted. Jobs whose log gives their
     working time (a training loop's ``train_runtime``, a generation job's :data:`GENERATION_LOG` lines) split it
     off: startup = the median of the rest, and the working time is fitted on decoding steps and tokens. Otherwise
-    the whole time is fitted with a startup. Where the jobs do not vary enough to tell steps from tokens, the
-    working time goes to the decoding steps (small batches are bound per step)."""
+    the whole time is fitted with a startup. Where the jobs do not vary enough to tell steps from tokens, see
+    :func:`_one_level`."""
     n = len(rows)
     split = rows.dropna(subset=["loop_seconds"])
     if len(split):
         startup = float((split["seconds"] - split["loop_seconds"]).clip(lower=0).median())
         loop = _fit(split, "loop_seconds", startup=False)
-        per_pass, per_token = loop[1:] if loop else (_per_pass(split, 0.0, "loop_seconds"), 0.0)
+        per_pass, per_token = loop[1:] if loop else _one_level(split, 0.0, "loop_seconds", shape)
         return (startup, per_pass, per_token), f"{len(split)} measured, split by their logs"
     fit = _fit(rows)
     if fit is None:  # a startup from elsewhere (the same process start and model load), else half the lightest job
         startup = startup_hint if startup_hint is not None else float(rows["seconds"].min()) / 2
         startup = min(startup, float(rows["seconds"].min()))
-        fit = (startup, _per_pass(rows, startup), 0.0)
+        fit = (startup, *_one_level(rows, startup, "seconds", shape))
     return fit, f"fit to {n} measured"
 
 
@@ -487,11 +494,16 @@ def fit_rates(measured: pd.DataFrame) -> dict[tuple[str, float], Rate]:
     for rule, rows in measured[measured["kind"] == "cpu"].groupby("rule"):
         rates[(rule, 0.0)] = Rate(float(rows["seconds"].median()), 0.0, 0.0, f"median of {len(rows)} measured",
                                   len(rows))
-    for kind, other in (("train", "generate"), ("generate", "train")):
-        for size, rows in measured[measured["kind"] == kind].groupby("size_b"):
-            hint = rates.get((other, float(size)))
-            fit, how = _fit_kind(rows, hint.startup if hint else None)
-            rates[(kind, float(size))] = Rate(*fit, how, len(rows))
+    train = measured[measured["kind"] == "train"].dropna(subset=["loop_seconds"])
+    train_startup = {float(size): float((r["seconds"] - r["loop_seconds"]).clip(lower=0).median())
+                     for size, r in train.groupby("size_b")}
+    for size, rows in measured[measured["kind"] == "generate"].groupby("size_b"):
+        fit, how = _fit_kind(rows, train_startup.get(float(size)))
+        rates[("generate", float(size))] = Rate(*fit, how, len(rows))
+    for size, rows in measured[measured["kind"] == "train"].groupby("size_b"):
+        gen = rates.get(("generate", float(size)))
+        fit, how = _fit_kind(rows, gen.startup if gen else None, shape=gen)
+        rates[("train", float(size))] = Rate(*fit, how, len(rows))
     return rates
 
 
