@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tiny", type=Path, default=Path(tempfile.gettempdir()) / "grpo-cost-calibration" / "tiny")
     p.add_argument("--default", type=Path, default=Path(tempfile.gettempdir()) / "grpo-cost-calibration" / "default")
+    p.add_argument("--default-config", type=Path, default=ROOT / "config.yaml",
+                   help="the config the default run used (when reusing a run made from an earlier config.yaml)")
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--jobs", action="store_true", help="also print every job's prediction and measurement")
     p.add_argument("--reuse", action="store_true", help="never run: compare with the benchmark files already there")
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # The plan before submitting: the default's config alone, rates from the tiny run only.
     with tempfile.TemporaryDirectory() as empty:
-        plan_cfg = load(ROOT / "config.yaml", Path(empty))
+        plan_cfg = load(a.default_config, Path(empty))
         predicted = cost.estimate(plan_cfg, folders=[str(a.tiny.resolve())])
     fit = cost.fit_rates(cost.measurements([str(a.tiny.resolve())]))
     print("\nrates fitted on the tiny run:")
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {kind:16s} {size:g}B: startup {r.startup:6.1f} s, {1e3 * r.per_pass:7.2f} ms per decoding step, "
               f"{1e6 * r.per_token:7.2f} us per token  ({r.source})")
 
-    default_cfg = load(ROOT / "config.yaml", a.default.resolve())
+    default_cfg = load(a.default_config, a.default.resolve())
     run(None, a.default.resolve(), a.cores, a.reuse)
     cost.write_jobs(default_cfg)
     measured = cost.measurements([str(a.default.resolve())])
