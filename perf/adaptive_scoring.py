@@ -15,10 +15,12 @@ and its figures averaged.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import shutil
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -26,8 +28,9 @@ import pandas as pd
 
 from grpo_budget import adaptive, config, scoring, selection
 from grpo_budget.generation import Sampling, from_settings
-from grpo_budget.io import read_parquet
+from grpo_budget.io import read_parquet, write_parquet
 from grpo_budget.settings import Adaptive, Generation
+from grpo_budget.training import model_digest
 
 POLICIES = ["hard", "medium", "easy", "learnable"]
 
@@ -70,7 +73,7 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=0.1)
     ap.add_argument("--ref-k", type=int, default=64)
     ap.add_argument("--ref-seed", type=int, default=101)
-    ap.add_argument("--replicates", type=int, default=3, help="draws per method (seeds 0..R-1), averaged")
+    ap.add_argument("--replicates", type=int, default=2, help="draws per method (seeds 0..R-1), averaged")
     ap.add_argument("--fixed", default="4,8,16", help="fixed K values (the first K of a K=max draw)")
     ap.add_argument("--adaptive", default="2:2:32:0.9:4.8:0.05,2:2:32:0.9:8:0.05",
                     help="adaptive settings first:step:max_samples:confidence:mean_samples:tolerance, comma-separated")
@@ -90,8 +93,16 @@ def main() -> None:
           f"{a.replicates} draws per method", flush=True)
 
     t0 = time.perf_counter()
-    ref = scoring.sample_and_grade(gen, pool, dataset, replace(Sampling.of(g), n=a.ref_k, seed=a.ref_seed))
-    print(f"reference: K={a.ref_k}, seed {a.ref_seed}: {time.perf_counter() - t0:.0f} s", flush=True)
+    # The reference is the costliest part: kept beside the results, keyed by model and settings, for re-runs.
+    key = hashlib.sha256(json.dumps([model_digest(model), asdict(g), a.ref_k, a.ref_seed], sort_keys=True,
+                                    default=str).encode()).hexdigest()[:12]
+    cache = Path(a.results) / "perf" / f"adaptive_reference-{key}.parquet"
+    if cache.exists():
+        ref = read_parquet(cache)
+    else:
+        ref = scoring.sample_and_grade(gen, pool, dataset, replace(Sampling.of(g), n=a.ref_k, seed=a.ref_seed))
+        write_parquet(ref[["id", "n_samples", "n_correct", "pass_rate"]], cache)
+    print(f"reference: K={a.ref_k}, seed {a.ref_seed}: {time.perf_counter() - t0:.0f} s ({cache})", flush=True)
     ref_table = counts_table(ref["n_correct"].to_numpy(), ref["n_samples"].to_numpy())
     ref_rate = ref["pass_rate"].to_numpy()
     ref_sets = {p: membership(ref_table, p, a.budget, G, a.tie_draws) for p in POLICIES}
@@ -106,7 +117,8 @@ def main() -> None:
             runs[K].append((K * len(pool), overlaps(correct[:, :K].sum(1), np.full(len(pool), K), ref_sets,
                                                      ref_rate, a.budget, G)))
     rows += [row(f"fixed K={K}", runs[K]) for K in fixed]
-    print(f"fixed K: done ({time.perf_counter() - t0:.0f} s)", flush=True)
+    for r in rows:
+        print(r, flush=True)
 
     for spec in a.adaptive.split(","):
         first, step, mx, conf, mean, tol = spec.split(":")
@@ -125,14 +137,14 @@ def main() -> None:
                                                                      ref_rate, a.budget, G)))
             label = f"adaptive {first}+{step}..{mx} @{conf} cap {mean}/item tol {tol}: {only or 'all cuts'}"
             rows.append(row(label, runs_a, only))
-            print(f"{label}: done ({time.perf_counter() - t0:.0f} s)", flush=True)
+            print(rows[-1], f"({time.perf_counter() - t0:.0f} s)", flush=True)
 
     table = pd.DataFrame(rows)
     print("\noverlap: share of the reference subset's items chosen (ties at the reference cut count fractionally); "
           f"ref p: mean K={a.ref_k} pass rate of the chosen items; means over {a.replicates} draws. An adaptive row "
           "for one policy settles that policy's cut alone; 'all cuts' settles those of hard, medium, easy and "
           "learnable at once, as the workflow does for a config with all four.\n")
-    print(table.to_markdown(index=False, floatfmt=".3f"))
+    print(table.to_markdown(index=False, floatfmt=".3f", missingval=""))
 
 
 if __name__ == "__main__":
