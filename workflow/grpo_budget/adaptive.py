@@ -4,10 +4,11 @@ in some configured subset is still in doubt.
 Fixed-K scoring spends K samples on every item, although an item at 4/8 is neither among the hardest nor the
 easiest 10% and a few samples tell so. The decisions that matter are the cuts the configured policies make at the
 configured budgets. After each round every item's pass rate has an empirical-Bayes Beta posterior (the pool's own
-prior, refitted each round); each (policy, budget) cut is an interval of pass rates; an item is *settled* for a cut
-when its posterior puts at least ``confidence`` of its mass inside the interval, or outside it. Items unsettled
-for any cut get ``step`` more samples, up to ``max_samples``. Pure functions; :mod:`grpo_budget.scoring` runs the
-rounds.
+prior, refitted each round); each (policy, budget) cut is an interval of pass rates; an item is in *doubt* while its
+posterior gives more than ``1 - confidence`` to its being on the wrong side of some cut (pass rates within
+``tolerance`` of a cut count as right on either side). Items in doubt get ``step`` more samples, up to
+``max_samples`` each and ``mean_samples`` per item in all (most doubtful first). Pure functions;
+:mod:`grpo_budget.scoring` runs the rounds.
 """
 
 from __future__ import annotations

@@ -37,6 +37,15 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             tmp_path.unlink()
 
 
+def numbered_path(prefix: str) -> Path:
+    """The first of ``prefix1``, ``prefix2``, ... that does not exist (where stale or incomplete outputs are moved
+    aside, never deleted)."""
+    i = 1
+    while Path(f"{prefix}{i}").exists():
+        i += 1
+    return Path(f"{prefix}{i}")
+
+
 def write_parquet(df: pd.DataFrame, path: str | os.PathLike) -> None:
     with atomic_path(path) as tmp:
         df.to_parquet(tmp, index=False)

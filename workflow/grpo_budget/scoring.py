@@ -18,7 +18,7 @@ from . import adaptive as adaptive_mod
 from . import config, grading, prompts, stats
 from .errors import UserError
 from .generation import Generator, Sampling, from_settings
-from .io import read_json, read_parquet, write_json, write_parquet
+from .io import numbered_path, read_json, read_parquet, write_json, write_parquet
 from .settings import Adaptive, Generation
 from .training import model_digest
 
@@ -115,12 +115,9 @@ def _completed_rounds(folder: Path, record: dict) -> list[pd.DataFrame]:
     except (OSError, ValueError):
         old = None
     if old != record and folder.exists():
-        i = 1
-        while Path(f"{folder}.stale-{i}").exists():
-            i += 1
-        folder.rename(f"{folder}.stale-{i}")
-        log.warning("%s holds rounds of another scoring run: moved them to %s.stale-%d; scoring starts afresh",
-                    folder, folder, i)
+        moved = numbered_path(f"{folder}.stale-")
+        folder.rename(moved)
+        log.warning("%s holds rounds of another scoring run: moved them to %s; scoring starts afresh", folder, moved)
     write_json(record, folder / ROUNDS_FINGERPRINT)
     out = []
     while (folder / ROUND_FILE.format(len(out))).exists():
@@ -135,17 +132,25 @@ def score_in_rounds(gen: Generator, pool: pd.DataFrame, dataset: dict, g: Genera
     after its last completed round, if the model (``record``), settings, cuts and pool are the same; the folder is
     removed once the scores are complete."""
     targets = adaptive_targets(cuts, len(pool))
-    record = dict(record, generation=asdict(g), adaptive=asdict(adaptive), cuts=cuts, pool=hashlib.sha256(pd.util.hash_pandas_object(pool[["id", "prompt", "answer"]].astype(str),
-                                                                           index=False).values.tobytes()).hexdigest())
+    pool_digest = hashlib.sha256(pd.util.hash_pandas_object(pool[["id", "prompt", "answer"]].astype(str),
+                                                            index=False).values.tobytes()).hexdigest()
+    record = dict(record, generation=asdict(g), adaptive=asdict(adaptive), cuts=cuts, pool=pool_digest)
     record = json.loads(json.dumps(record, sort_keys=True, default=str))
     rounds = _completed_rounds(folder, record)
     if rounds:
         log.info("resuming adaptive scoring after %d completed round(s) in %s", len(rounds), folder)
     ids = pool["id"].to_numpy()
+    # Running counts per item: the allocation needs only these, not the rounds' samples merged anew each round.
+    k, n = np.zeros(len(pool), int), np.zeros(len(pool), int)
+
+    def add(counts: pd.DataFrame) -> None:
+        c = counts.set_index("id").reindex(ids)
+        k[:] += c["n_correct"].fillna(0).to_numpy(int)
+        n[:] += c["n_samples"].fillna(0).to_numpy(int)
+
+    for done in rounds:
+        add(done)
     while True:
-        merged = merge_rounds(rounds).set_index("id").reindex(ids) if rounds else None
-        k = np.zeros(len(pool), int) if merged is None else merged["n_correct"].fillna(0).to_numpy(int)
-        n = np.zeros(len(pool), int) if merged is None else merged["n_samples"].fillna(0).to_numpy(int)
         more = adaptive_mod.allocation(k, n, adaptive, targets, g.seed, cuts.get("group_size"))
         if not more.any():
             break
@@ -156,8 +161,9 @@ def score_in_rounds(gen: Generator, pool: pd.DataFrame, dataset: dict, g: Genera
             graded.append(sample_and_grade(gen, pool[more == m], dataset, sampling))
         rounds.append(pd.concat(graded, ignore_index=True))
         write_parquet(rounds[-1], folder / ROUND_FILE.format(r))
+        add(rounds[-1])
         log.info("round %d: %d samples on %d items (%d samples in all)", r, int(more.sum()),
-                 int((more > 0).sum()), int(n.sum() + more.sum()))
+                 int((more > 0).sum()), int(n.sum()))
     out = merge_rounds(rounds).set_index("id").reindex(ids).reset_index()
     shutil.rmtree(folder, ignore_errors=True)
     return out

@@ -24,7 +24,7 @@ import pandas as pd
 from . import config, grading, prompts
 from .errors import UserError
 from .settings import Training
-from .io import read_json, read_parquet, write_json, write_parquet
+from .io import numbered_path, read_json, read_parquet, write_json, write_parquet
 
 log = logging.getLogger(__name__)
 
@@ -102,14 +102,6 @@ def _zip_ok(path: Path) -> bool:
     return path.is_file() and zipfile.is_zipfile(path)
 
 
-def _numbered(prefix: str) -> Path:
-    """The first of ``prefix1``, ``prefix2``, ... that does not exist."""
-    i = 1
-    while Path(f"{prefix}{i}").exists():
-        i += 1
-    return Path(f"{prefix}{i}")
-
-
 def discard_incomplete(folder: str | Path) -> list[Path]:
     """Move checkpoint folders that resume could not use (a killed job's half-written one, a deleted file) into
     ``folder/incomplete/``, kept for inspection, so that resuming never reads them; returns their old paths."""
@@ -118,7 +110,7 @@ def discard_incomplete(folder: str | Path) -> list[Path]:
         reason = incomplete_reason(p)
         if reason is None:
             continue
-        target = _numbered(f"{Path(folder) / INCOMPLETE_DIR / p.name}.")
+        target = numbered_path(f"{Path(folder) / INCOMPLETE_DIR / p.name}.")
         target.parent.mkdir(exist_ok=True)
         p.rename(target)
         log.warning("checkpoint %s is incomplete (%s): moved it to %s, not resuming from it", p, reason, target)
@@ -246,7 +238,7 @@ def claim_checkpoint_dir(checkpoint_dir: Path, record: dict) -> Path | None:
         return None
     moved = None
     if checkpoint_dir.is_dir() and any(p.name != FINGERPRINT_FILE for p in checkpoint_dir.iterdir()):
-        moved = _numbered(f"{checkpoint_dir}.stale-")
+        moved = numbered_path(f"{checkpoint_dir}.stale-")
         checkpoint_dir.rename(moved)
         if isinstance(old, dict):
             why = f"{', '.join(differing_parts(old.get('parts') or {}, record['parts'])) or 'fingerprint'} changed"
