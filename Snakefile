@@ -16,7 +16,7 @@ wildcard_constraints:
     dataset=NAME,
     evalset=NAME,
     split="pool|test",
-    policy="|".join(POLICIES),
+    policy="|".join(map(re.escape, arm_names())),
     budget=plan.BUDGET_REGEX,
     seed=r"\d+",
     variant=NAME,

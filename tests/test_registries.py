@@ -17,6 +17,7 @@ import yaml
 from grpo_budget import config, plan, settings
 from grpo_budget.analysis import outputs
 from grpo_budget.analysis.read import _sort_arms
+from grpo_budget.labelfree import SOURCES
 from grpo_budget.loaders import BENCHMARKS
 from grpo_budget.prepare import GENERATORS
 from grpo_budget.selection import POLICIES, Policy, select
@@ -31,7 +32,9 @@ def schema_props(pointer):
 
 def test_schema_enums_are_the_registries():
     schema = config.load_schema()
-    assert config.section_schema(schema, ("policies", "*"))["enum"] == list(POLICIES)
+    arms = config.section_schema(schema, ("policies", "*"))["enum"]
+    assert arms[: len(POLICIES)] == list(POLICIES)  # the policies, then POLICY@SOURCE for those that rank
+    assert arms[len(POLICIES):] == [f"{p}@{s}" for p in POLICIES if POLICIES[p].ranks for s in SOURCES]
     assert config.section_schema(schema, ("datasets", "*", "benchmark"))["enum"] == list(BENCHMARKS)
     assert config.section_schema(schema, ("datasets", "*", "generator"))["enum"] == list(GENERATORS)
     # the schema file itself names none of them: nothing to keep in sync by hand
@@ -53,7 +56,8 @@ def test_every_schema_default_reaches_the_settings_objects():
     assert (g.num_samples, g.seed, g.backend, g.max_lora_rank) == (1, 1234, "transformers", 16)
     assert settings.Generation.from_dict({}, "scoring").num_samples == 8
     gen_fields = {f.name for f in dataclasses.fields(settings.Generation)}
-    assert {p for p in schema_props(("scoring",)) if not p.startswith("verify_")} - {"adaptive"} <= gen_fields
+    assert ({p for p in schema_props(("scoring",)) if not p.startswith("verify_")} - {"adaptive"}
+            - set(plan.SELECTION_ONLY)) <= gen_fields
     assert {p for p in schema_props(("evaluation",)) if not p.startswith("ood_")} <= gen_fields
     assert settings.Bootstrap.from_dict({"dataset": "x"}).hidden_size == 128
     assert settings.Analysis.from_dict(None).learnable_window == 3

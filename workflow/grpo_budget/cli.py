@@ -65,9 +65,9 @@ def cmd_select(a: argparse.Namespace) -> None:
     from .selection import select
 
     scores = read_parquet(a.scores)
-    cols = [c for c in scores.columns if c not in ("samples", "correct", "format_ok")]
+    cols = [c for c in scores.columns if c not in ("samples", "answers", "correct", "format_ok")]
     write_parquet(select(scores[cols], a.policy, parse_budget(a.budget), a.seed, a.tiers, a.rounding,
-                         a.group_size), a.out)
+                         a.group_size, a.source), a.out)
 
 
 def cmd_train(a: argparse.Namespace) -> None:
@@ -163,6 +163,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--rounding", choices=["half_up", "floor"], required=True, help="config budget_rounding")
     s.add_argument("--tiers", type=_json, default=None, help='the dataset\'s tiers, e.g. {"column": "level", "values": [1, 2]}')
     s.add_argument("--group-size", type=int, default=None, help="training G (the learnable policy ranks by it)")
+    s.add_argument("--source", default="labels",
+                   help="difficulty source of a bare policy name (config scoring.difficulty; POLICY@SOURCE overrides)")
     s.add_argument("--out", required=True)
     s.set_defaults(func=cmd_select)
 

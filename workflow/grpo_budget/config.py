@@ -30,7 +30,7 @@ def _names(module: str, registry: str):
 
 # Enums of the schema that come from the package's registries (the schema file leaves them open).
 REGISTRY_ENUMS = {
-    ("policies", "*"): _names("selection", "POLICIES"),
+    ("policies", "*"): lambda: importlib.import_module("grpo_budget.selection").arm_names(),
     ("datasets", "*", "benchmark"): _names("loaders", "BENCHMARKS"),
     ("datasets", "*", "generator"): _names("prepare", "GENERATORS"),
 }
@@ -190,6 +190,7 @@ def _check_semantics(cfg: dict) -> None:
             if ds.get("generator") != "frame_arithmetic":
                 raise ConfigError(f"config field 'models.{mname}.bootstrap.dataset': {boot['dataset']!r} is not a "
                                   "builtin frame_arithmetic dataset; allowed: the frame_arithmetic datasets")
+    _check_sources(cfg)
     for i, budget in enumerate(cfg["budgets"]):
         if isinstance(budget, float) and budget > 1:  # JSON Schema counts 100.0 as an integer
             raise ConfigError(f"config field 'budgets[{i}]': {budget} is neither a fraction in (0, 1] nor a count; "
@@ -200,6 +201,41 @@ def _check_semantics(cfg: dict) -> None:
                 if size is not None and budget > size:
                     raise ConfigError(f"config field 'budgets[{i}]': {budget} items is above the pool size of "
                                       f"dataset {name!r} ({size}); allowed: a count ≤ {size} or a fraction in (0, 1]")
+
+
+def _check_sources(cfg: dict) -> None:
+    """Difficulty sources: a proxy where an arm needs one, gold answers where an arm ranks by them, and adaptive
+    scoring only for label sources (its rounds are allocated by graded pass rates)."""
+    from .labelfree import SOURCES, split_arm
+    from .selection import POLICIES
+
+    models = ", ".join(cfg["models"])
+    if not any(m.get("train", True) for m in cfg["models"].values()):
+        raise ConfigError("config field 'models': every model has train: false; at least one must be trained")
+    sc = cfg["scoring"]
+    if sc["proxy"] is not None and sc["proxy"] not in cfg["models"]:
+        raise ConfigError(f"config field 'scoring.proxy': unknown model {sc['proxy']!r}; allowed: {models}")
+    ranking = [(arm, split_arm(arm, sc["difficulty"])[1]) for arm in cfg["policies"]
+               if POLICIES[split_arm(arm)[0]].ranks]
+    for arm, source in ranking:
+        if SOURCES[source].proxy and sc["proxy"] is None:
+            raise ConfigError(f"config field 'scoring.proxy' is required by arm {arm!r} (difficulty source {source}); "
+                              f"allowed: a key of models ({models})")
+        if sc["adaptive"] is not None and not SOURCES[source].labels:
+            raise ConfigError(f"config field 'scoring.adaptive': adaptive rounds are allocated by graded pass rates, so "
+                              f"the label-free arm {arm!r} would rank by samples chosen with gold answers; allowed: "
+                              "null (fixed num_samples) with label-free arms")
+    for name, ds in cfg["datasets"].items():
+        if not ds.get("answers") or ds.get("eval_only"):
+            continue
+        for arm, source in ranking:
+            if SOURCES[source].labels:
+                raise ConfigError(f"config field 'datasets.{name}.answers': the pool is unlabeled, but arm {arm!r} "
+                                  f"ranks by gold answers (source {source}); allowed: label-free arms "
+                                  f"({split_arm(arm)[0]}@agreement, {split_arm(arm)[0]}@proxy_agreement)")
+        if not Path(ds["answers"]).exists():
+            raise ConfigError(f"config field 'datasets.{name}.answers': {ds['answers']!r} does not exist (relative "
+                              f"paths are read from {Path.cwd()}); allowed: a file with columns id and answer")
 
 
 def _check_inputs(cfg: dict) -> None:

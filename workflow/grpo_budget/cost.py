@@ -28,6 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import plan, sweep
+from .labelfree import split_arm
 
 log = logging.getLogger(__name__)
 
@@ -160,9 +161,10 @@ def subset_items(config: dict, run: dict) -> int:
     from .selection import budget_size
 
     pool = split_items(config, run["dataset"], "pool")
-    if run["policy"] == "full":
+    policy = split_arm(run["policy"])[0]
+    if policy == "full":
         return pool
-    if run["policy"] in ("tiers", "random_matched"):
+    if policy in ("tiers", "random_matched"):
         tiers = config["datasets"][run["dataset"]]["tiers"]
         return max(1, int(round(pool * _fraction(config["datasets"][run["dataset"]], tiers["column"], tiers["values"]))))
     return budget_size(plan.parse_budget(run["budget"]), pool, config["budget_rounding"])
@@ -269,7 +271,7 @@ def _verify_items(config: dict, model: str, dataset: str) -> int:
     for r in plan.grid(config):
         if (r["model"], r["dataset"]) != (model, dataset):
             continue
-        seeded = r["policy"] in ("random", "random_matched")
+        seeded = split_arm(r["policy"])[0] in ("random", "random_matched")
         key = (r["policy"], r["budget"], r["seed"] if seeded else None)
         rows[key] = subset_items(config, r)
     return min(split_items(config, dataset, "pool"), sum(rows.values()))
@@ -286,17 +288,19 @@ def jobs(config: dict) -> list[Job]:
         splits = ["test"] if config["datasets"][d]["eval_only"] else ["pool", "test"]
         out += [Job("prepare", f"{d}_{s}", dataset=d) for s in splits]
     for m, spec in config["models"].items():
-        if "bootstrap" in spec:
+        if "bootstrap" in spec and (m in plan.scored_models(config) or m in plan.trained_models(config)):
             out.append(Job("bootstrap_model", m, m, spec["bootstrap"]["dataset"], size_b=model_size_b(config, m)))
-    for m in config["models"]:
+    scored, trained = plan.scored_models(config), plan.trained_models(config)
+    for m in [m for m in config["models"] if m in scored or m in trained]:
         for d in trainable:
-            out.append(_gen_job(config, "score", NAMES["score"].format(model=m, dataset=d), m, d,
-                                split_items(config, d, "pool"), _generation(config, "scoring", m, None),
-                                sampling_rounds=adaptive_rounds(config)))
-            if plan.verifies(config):
+            if m in scored:
+                out.append(_gen_job(config, "score", NAMES["score"].format(model=m, dataset=d), m, d,
+                                    split_items(config, d, "pool"), _generation(config, "scoring", m, None),
+                                    sampling_rounds=adaptive_rounds(config)))
+            if plan.verifies(config) and m in trained:
                 out.append(_gen_job(config, "verify", NAMES["verify"].format(model=m, dataset=d), m, d,
                                     _verify_items(config, m, d), _generation(config, "verify", m, None)))
-        for e in sorted({e for d in trainable for e in plan.evalsets(config, d)}):
+        for e in sorted({e for d in trainable for e in plan.evalsets(config, d)} if m in trained else ()):
             out.append(_gen_job(config, "evaluate_base", NAMES["evaluate_base"].format(model=m, evalset=e), m, e,
                                 split_items(config, e, "test"), _generation(config, "evaluation", m, e)))
     for r in plan.grid(config):

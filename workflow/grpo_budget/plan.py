@@ -124,11 +124,36 @@ def evalsets(config: dict, dataset: str) -> list[str]:
     return [dataset] + list(config["datasets"][dataset]["ood"])
 
 
+def trained_models(config: dict) -> list[str]:
+    """The models the grid trains and evaluates (a proxy with ``train: false`` is only scored)."""
+    return [m for m, spec in config["models"].items() if spec.get("train", True)]
+
+
+def arm_source(config: dict, arm: str) -> str:
+    """The difficulty source an arm ranks by: its ``@SOURCE``, else ``scoring.difficulty``."""
+    from .labelfree import split_arm
+
+    return split_arm(arm, config["scoring"]["difficulty"])[1]
+
+
+def scored_by(config: dict, model: str, arm: str) -> str:
+    """The model whose score table an arm of ``model`` selects from: the proxy for a proxy source."""
+    from .labelfree import SOURCES
+
+    return config["scoring"]["proxy"] if SOURCES[arm_source(config, arm)].proxy else model
+
+
+def scored_models(config: dict) -> list[str]:
+    """Every model whose pool scores some arm reads (the trained ones, and the proxy when an arm uses it)."""
+    used = {scored_by(config, r["model"], r["policy"]) for r in grid(config)}
+    return [m for m in config["models"] if m in used]
+
+
 def grid(config: dict) -> list[dict]:
     """Every (model, dataset, policy, budget label, seed) run of the experiment, as wildcard values."""
     return [
         dict(model=m, dataset=d, policy=p, budget=b, seed=s)
-        for m in config["models"]
+        for m in trained_models(config)
         for d in trainable_datasets(config)
         for p in config["policies"]
         for b in budget_labels(config, p)
@@ -195,6 +220,7 @@ class Listing:
     prompts_per_step: int
     verify: list[ScoreFile] = field(default_factory=list)  # fresh pass rates of the selected items, where enabled
     variants: dict[str, dict] = field(default_factory=dict)  # sweep variant -> its swept settings' values
+    proxy_scores: list[ScoreFile] = field(default_factory=list)  # pool scores of models only scored (proxies)
 
     def to_json(self) -> str:
         d = asdict(self)
@@ -202,6 +228,8 @@ class Listing:
             del d["variants"]
             for r in d["runs"]:
                 del r["variant"]
+        if not self.proxy_scores:  # likewise without a proxy
+            del d["proxy_scores"]
         return json.dumps(d, sort_keys=True, indent=1)
 
     @classmethod
@@ -209,7 +237,8 @@ class Listing:
         return cls(runs=[RunFiles(**r) for r in d["runs"]], base=[BaseEval(**b) for b in d["base"]],
                    scores=[ScoreFile(**s) for s in d["scores"]], tests=d["tests"],
                    num_generations=d["num_generations"], prompts_per_step=d["prompts_per_step"],
-                   verify=[ScoreFile(**v) for v in d.get("verify", [])], variants=d.get("variants", {}))
+                   verify=[ScoreFile(**v) for v in d.get("verify", [])], variants=d.get("variants", {}),
+                   proxy_scores=[ScoreFile(**s) for s in d.get("proxy_scores", [])])
 
     @classmethod
     def read(cls, path: str | Path) -> "Listing":
@@ -239,15 +268,18 @@ def listing(config: dict) -> Listing:
     every_evalset = sorted({e for d in trainable_datasets(config) for e in evalsets(config, d)})
     return Listing(
         runs=runs,
-        base=[BaseEval(m, e, p.base_eval.format(model=m, evalset=e)) for m in config["models"] for e in every_evalset],
+        base=[BaseEval(m, e, p.base_eval.format(model=m, evalset=e)) for m in trained_models(config)
+              for e in every_evalset],
         scores=[ScoreFile(m, d, p.scores.format(model=m, dataset=d))
-                for m in config["models"] for d in trainable_datasets(config)],
+                for m in trained_models(config) for d in trainable_datasets(config)],
         tests={e: p.data.format(dataset=e, split="test") for e in every_evalset},
         num_generations=config["training"]["num_generations"],
         prompts_per_step=config["training"]["prompts_per_step"],
         verify=[ScoreFile(m, d, p.verify.format(model=m, dataset=d))
-                for m in config["models"] for d in trainable_datasets(config)] if verifies(config) else [],
+                for m in trained_models(config) for d in trainable_datasets(config)] if verifies(config) else [],
         variants={v.name: v.values for v in sweep.variants(config)},
+        proxy_scores=[ScoreFile(m, d, p.scores.format(model=m, dataset=d)) for m in scored_models(config)
+                      if m not in trained_models(config) for d in trainable_datasets(config)],
     )
 
 
@@ -274,7 +306,7 @@ def write_listing(config: dict) -> str:
 
 
 # File roles an output reads (analysis.outputs.Output.reads).
-READS = ("evals", "ood_evals", "tests", "logs", "subsets", "scores", "verify")
+READS = ("evals", "ood_evals", "tests", "logs", "subsets", "scores", "proxy_scores", "verify")
 
 
 def files_read(lst: Listing, reads: frozenset[str]) -> list[str]:
@@ -297,6 +329,8 @@ def files_read(lst: Listing, reads: frozenset[str]) -> list[str]:
         files += [r.subset for r in lst.runs]
     if "scores" in reads:
         files += [s.path for s in lst.scores]
+    if "proxy_scores" in reads:
+        files += [s.path for s in lst.proxy_scores]
     if "verify" in reads:
         files += [v.path for v in lst.verify]
     return list(dict.fromkeys(files))
@@ -317,9 +351,16 @@ def adaptive_cuts(config: dict) -> dict | None:
     budget, the budget rounding and the base training G (the ``learnable`` policy ranks by it)."""
     if config["scoring"].get("adaptive") is None:
         return None
+    from .labelfree import split_arm
+
     budgets = sorted({parse_budget(b) for p in config["policies"] for b in budget_labels(config, p)}, key=str)
-    return {"policies": list(config["policies"]), "budgets": budgets, "rounding": config["budget_rounding"],
+    # Every arm ranks by labels here (config validation refuses adaptive scoring with a label-free arm).
+    policies = list(dict.fromkeys(split_arm(p)[0] for p in config["policies"]))
+    return {"policies": policies, "budgets": budgets, "rounding": config["budget_rounding"],
             "group_size": config["training"]["num_generations"]}
+
+
+SELECTION_ONLY = ("difficulty", "proxy")  # scoring fields that choose what selection reads, not how samples are drawn
 
 
 def generation_settings(config: dict, section: str, model: str, evalset: str | None = None) -> dict:
@@ -332,7 +373,8 @@ def generation_settings(config: dict, section: str, model: str, evalset: str | N
     else:
         s = dict(config[section])
     # Adaptive rounds are the pool's scoring only: verification draws a fixed count of fresh samples.
-    s = {k: v for k, v in s.items() if not k.startswith("verify_") and not (section == "verify" and k == "adaptive")}
+    s = {k: v for k, v in s.items() if not k.startswith("verify_") and not (section == "verify" and k == "adaptive")
+         and k not in SELECTION_ONLY}
     if evalset and config["datasets"][evalset]["eval_only"]:
         for key in ("num_samples", "max_new_tokens"):
             s[key] = s.get(f"ood_{key}", s[key])

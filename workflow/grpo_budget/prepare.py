@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,9 @@ def build(ds: dict) -> dict[str, pd.DataFrame]:
         if ds.get("eval_only"):
             frames = {"test": frames["test"] if "test" in frames else frames["pool"]}
     frames = {split: apply_filter(frame, ds.get("filter")) for split, frame in frames.items()}
+    if ds.get("answers") and "pool" in frames:
+        # An unlabeled pool: whatever gold the source had is withheld, so nothing before training can use it.
+        frames["pool"] = frames["pool"].assign(answer=None)
     for split, frame in frames.items():
         if frame.empty:
             raise UserError(f"the {split} split has no items (after the dataset's filter {ds.get('filter') or {}}); "
@@ -98,3 +102,42 @@ def prepare(ds: dict, outputs: dict[str, str | Path]) -> None:
         if split not in frames:
             raise ValueError(f"dataset has no {split!r} split (it has: {', '.join(frames)})")
         write_parquet(frames[split], path)
+
+
+def missing_answer(gold) -> bool:
+    """Whether a gold answer is absent (an unlabeled pool's items)."""
+    return gold is None or (isinstance(gold, float) and math.isnan(gold)) or str(gold).strip() == ""
+
+
+def read_answers(path: str | Path) -> pd.DataFrame:
+    """A dataset's ``answers:`` file (Parquet, JSON lines, JSON or CSV with columns ``id`` and ``answer``): the gold
+    answers bought for an unlabeled pool's selected items."""
+    path = Path(path)
+    readers = {".parquet": pd.read_parquet, ".jsonl": lambda p: pd.read_json(p, lines=True), ".json": pd.read_json,
+               ".csv": lambda p: pd.read_csv(p, dtype=str)}
+    if path.suffix not in readers:
+        raise UserError(f"{path}: an answers file is {', '.join(readers)}; got {path.suffix or 'no suffix'}")
+    try:
+        frame = readers[path.suffix](path)
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path}: cannot read the answers file ({e})") from None
+    if not {"id", "answer"} <= set(frame.columns):
+        raise UserError(f"{path}: an answers file needs columns id and answer; it has {', '.join(frame.columns)}")
+    return frame[["id", "answer"]].astype({"id": str})
+
+
+def attach_answers(items: pd.DataFrame, ds: dict, where: str) -> pd.DataFrame:
+    """``items`` with a gold answer for every row: their own, else the dataset's ``answers:`` file's. A selected
+    item without one is a :class:`UserError` naming the items (``where``: the subset file)."""
+    lacking = items["answer"].map(missing_answer).to_numpy()
+    if lacking.any() and ds.get("answers"):
+        bought = read_answers(ds["answers"]).drop_duplicates("id").set_index("id")["answer"]
+        filled = items["id"].astype(str).map(bought)
+        items = items.assign(answer=[f if m else a for a, f, m in zip(items["answer"], filled, lacking)])
+        lacking = items["answer"].map(missing_answer).to_numpy()
+    if lacking.any():
+        ids = items.loc[lacking, "id"].astype(str).tolist()
+        source = f"the answers file {ds['answers']}" if ds.get("answers") else "the pool (no answers: file is set)"
+        raise UserError(f"{where}: {len(ids)} selected item(s) have no gold answer in {source}: "
+                        f"{', '.join(ids[:10])}{' ...' if len(ids) > 10 else ''}; add them to the answers file")
+    return items

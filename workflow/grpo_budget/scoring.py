@@ -15,22 +15,25 @@ import numpy as np
 import pandas as pd
 
 from . import adaptive as adaptive_mod
-from . import config, grading, prompts, stats
+from . import config, grading, labelfree, prompts, stats
 from .errors import UserError
 from .generation import Generator, Sampling, from_settings
 from .io import numbered_path, read_json, read_parquet, write_json, write_parquet
+from .prepare import attach_answers, missing_answer
 from .settings import Adaptive, Generation
 from .training import model_digest
 
 log = logging.getLogger(__name__)
 
-GRADED_COLUMNS = ["id", "samples", "correct", "format_ok", "n_samples", "n_correct", "pass_rate",
+GRADED_COLUMNS = ["id", "samples", "answers", "correct", "format_ok", "n_samples", "n_correct", "pass_rate",
                   "n_format_fail", "mean_completion_tokens", "n_truncated"]
 
 
 def sample_and_grade(gen: Generator, items: pd.DataFrame, dataset: dict, sampling: Sampling,
                      adapter: str | None = None) -> pd.DataFrame:
-    """One row per item: its samples, which were correct, pass rate, format failures and completion length."""
+    """One row per item: its samples, their extracted answers (None: unparseable), which were correct, pass rate,
+    format failures and completion length. An item without a gold answer (an unlabeled pool) has no correctness:
+    ``n_correct`` and ``pass_rate`` are NaN."""
     built = prompts.for_dataset(dataset, list(items["prompt"]), gen.tokenizer)
     start = time.perf_counter()
     outputs = gen.generate(built, sampling, adapter=adapter, keys=[str(i) for i in items["id"]])
@@ -39,18 +42,20 @@ def sample_and_grade(gen: Generator, items: pd.DataFrame, dataset: dict, samplin
     g = config.fill(("datasets", "*", "grading"), dataset.get("grading", {}))
     rows = []
     for item_id, gold, kind, comps in zip(items["id"], items["answer"], items["answer_type"], outputs):
-        grades = grading.grade_many([c.text for c in comps], [str(gold)] * len(comps), kind,
+        labeled = not missing_answer(gold)
+        grades = grading.grade_many([c.text for c in comps], [str(gold) if labeled else ""] * len(comps), kind,
                                     g["mode"], g["pattern"])
         correct = [gr.correct for gr in grades]
         rows.append(
             {
                 "id": item_id,
                 "samples": [c.text for c in comps],
-                "correct": correct,
+                "answers": [gr.extracted if gr.format_ok else None for gr in grades],
+                "correct": correct if labeled else [],
                 "format_ok": [gr.format_ok for gr in grades],
                 "n_samples": len(comps),
-                "n_correct": int(sum(correct)),
-                "pass_rate": float(np.mean(correct)) if comps else float("nan"),
+                "n_correct": int(sum(correct)) if labeled else float("nan"),
+                "pass_rate": float(np.mean(correct)) if comps and labeled else float("nan"),
                 "n_format_fail": int(sum(not gr.format_ok for gr in grades)),
                 "mean_completion_tokens": float(np.mean([c.n_tokens for c in comps])) if comps else float("nan"),
                 "n_truncated": int(sum(not c.finished for c in comps)),
@@ -74,7 +79,9 @@ def score(model: str, pool_path: str, out_path: str, settings: dict | Generation
                                  Path(f"{out_path}.rounds"), {"model": model_digest(model)})
     else:
         graded = sample_and_grade(gen, pool, dataset, Sampling.of(g))
-    meta = pool.drop(columns=[c for c in GRADED_COLUMNS + EB_COLUMNS if c != "id" and c in pool.columns])
+    meta = pool.drop(columns=[c for c in GRADED_COLUMNS + EB_COLUMNS + labelfree.AGREEMENT_COLUMNS
+                              if c != "id" and c in pool.columns])
+    graded = pd.concat([graded, labelfree.agreement_columns(graded["answers"])], axis=1)
     out = meta.merge(with_posterior(graded), on="id", how="left", validate="one_to_one")
     write_parquet(out, out_path)
     return out
@@ -91,6 +98,7 @@ def merge_rounds(rounds: list[pd.DataFrame]) -> pd.DataFrame:
         rows.append({
             "id": item_id,
             "samples": [x for xs in parts["samples"] for x in xs],
+            "answers": [x for xs in parts.get("answers", parts["samples"].map(lambda v: [None] * len(v))) for x in xs],
             "correct": [bool(x) for xs in parts["correct"] for x in xs],
             "format_ok": [bool(x) for xs in parts["format_ok"] for x in xs],
             "n_samples": n,
@@ -181,7 +189,9 @@ EB_COLUMNS = ["pass_rate_eb", "pass_rate_eb_lo", "pass_rate_eb_hi", "eb_prior_a"
 def with_posterior(graded: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     """The empirical-Bayes pass rate of each item beside its k/K: the posterior mean and ``level`` interval under a
     Beta prior fitted to the whole pool's counts (``eb_prior_a``, ``eb_prior_b``). It shrinks the ties at 0/K and
-    K/K toward the pool, by as much as the pool says such items differ."""
+    K/K toward the pool, by as much as the pool says such items differ. An unlabeled pool has none (NaN)."""
+    if graded["n_correct"].isna().any():
+        return graded.assign(**{c: float("nan") for c in EB_COLUMNS})
     a, b = stats.fit_beta_prior(graded["n_correct"], graded["n_samples"])
     post = stats.beta_posterior(graded["n_correct"].to_numpy(), graded["n_samples"].to_numpy(), a, b, level)
     return graded.assign(pass_rate_eb=post["mean"].to_numpy(), pass_rate_eb_lo=post["lo"].to_numpy(),
@@ -195,7 +205,7 @@ def verify(model: str, subset_paths: list[str], out_path: str, settings: dict | 
     do not share that error."""
     g = settings if isinstance(settings, Generation) else Generation.from_dict(settings, "scoring")
     items = pd.concat([read_parquet(p, ["id", "prompt", "answer", "answer_type"]) for p in subset_paths])
-    items = items.drop_duplicates("id").reset_index(drop=True)
+    items = attach_answers(items.drop_duplicates("id").reset_index(drop=True), dataset, ", ".join(subset_paths))
     graded = sample_and_grade(from_settings(model, g), items, dataset, Sampling.of(g))
     out = graded[["id", "n_samples", "n_correct", "pass_rate"]]
     write_parquet(out, out_path)

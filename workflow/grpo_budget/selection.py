@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from . import stats
+from . import labelfree, stats
 from .errors import UserError
 
 
@@ -72,8 +72,6 @@ def learnable_scores(scores: pd.DataFrame, G: int) -> np.ndarray:
 
 
 def _learnable(pool: Pool, n: int) -> np.ndarray:
-    if not pool.group_size:
-        raise ValueError("policy learnable needs the training group size (training.num_generations)")
     return seeded_order(-learnable_scores(pool.scores, pool.group_size), pool.seed)[:n]
 
 
@@ -110,9 +108,21 @@ POLICIES: dict[str, Policy] = {
 }
 
 
-def fixed_size(policy: str) -> bool:
-    """Whether a policy sets its own size, so that the budget does not apply (one run per grid point)."""
-    return POLICIES[policy].size is not None
+def fixed_size(arm: str) -> bool:
+    """Whether an arm's policy sets its own size, so that the budget does not apply (one run per grid point)."""
+    return POLICIES[labelfree.split_arm(arm)[0]].size is not None
+
+
+def arm_names() -> list[str]:
+    """Every arm a config may list: each policy, and ``POLICY@SOURCE`` for each policy that ranks by difficulty and
+    each source of :data:`grpo_budget.labelfree.SOURCES`."""
+    return list(POLICIES) + [f"{p}{labelfree.ARM_SEPARATOR}{s}" for p, spec in POLICIES.items() if spec.ranks
+                             for s in labelfree.SOURCES]
+
+
+def policy_of(arm: str) -> Policy:
+    """The registry entry of an arm's policy (``hard@agreement`` → ``hard``)."""
+    return POLICIES[labelfree.split_arm(arm)[0]]
 
 
 ROUNDING = {"half_up": lambda x: math.floor(x + 0.5), "floor": math.floor}
@@ -151,22 +161,34 @@ def difficulty_order(pass_rates: np.ndarray, seed: int) -> np.ndarray:
     return seeded_order(pass_rates, seed)
 
 
-def select(scores: pd.DataFrame, policy: str, budget: float | int, seed: int, tiers: dict | None = None,
-           rounding: str = "half_up", group_size: int | None = None) -> pd.DataFrame:
-    """The rows of ``scores`` that ``policy`` buys (see :data:`POLICIES`), with ``rank`` (1 = hardest in the pool).
-    ``group_size``: the training G, which the ``learnable`` policy needs."""
+def select(scores: pd.DataFrame, arm: str, budget: float | int, seed: int, tiers: dict | None = None,
+           rounding: str = "half_up", group_size: int | None = None, source: str = "labels") -> pd.DataFrame:
+    """The rows of ``scores`` that an arm buys: its policy (see :data:`POLICIES`) ranking by its difficulty source
+    (``POLICY@SOURCE``, else ``source``; see :data:`grpo_budget.labelfree.SOURCES`), with ``rank`` (1 = hardest in
+    the pool by that source), ``difficulty`` (the estimate it ranked by), ``difficulty_source`` and
+    ``scoring_labels`` (gold answers the ranking needed: the pool for a label source, else 0). The score columns
+    stay as scored (gold pass rates where the pool has them). ``group_size``: the training G (``learnable``)."""
+    policy, source = labelfree.split_arm(arm, source)
     if policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r}; allowed: {', '.join(POLICIES)}")
+        raise UserError(f"unknown policy {policy!r}; allowed: {', '.join(POLICIES)}")
+    if source not in labelfree.SOURCES:
+        raise UserError(f"unknown difficulty source {source!r}; allowed: {', '.join(labelfree.SOURCES)}")
+    spec = POLICIES[policy]
+    if spec.needs_group_size and not group_size:
+        raise UserError(f"policy {policy} needs the training group size (training.num_generations): --group-size G")
     n_pool = len(scores)
+    ranked = labelfree.ranking_counts(scores, source) if spec.ranks else scores
+    values = difficulty(ranked)
     # The tie-break seed mixes in nothing policy-specific: easy and hard see the same order, reversed.
-    order = difficulty_order(difficulty(scores), seed)
+    order = difficulty_order(values, seed)
     rank = np.empty(n_pool, dtype=int)
     rank[order] = np.arange(1, n_pool + 1)
-    pool = Pool(scores, order, seed, tiers, group_size)
-    spec = POLICIES[policy]
+    pool = Pool(ranked, order, seed, tiers, group_size)
     n = spec.size(pool) if spec.size else budget_size(budget, n_pool, rounding)
     chosen = spec.choose(pool, n)
     out = scores.iloc[chosen].copy()
     out.insert(1, "rank", rank[chosen])
-    out.insert(2, "policy", policy)
-    return out.reset_index(drop=True)
+    out.insert(2, "policy", arm)
+    uses_labels = spec.ranks and labelfree.SOURCES[source].labels
+    return out.assign(difficulty=values[chosen], difficulty_source=source if spec.ranks else "none",
+                      scoring_labels=n_pool if uses_labels else 0).reset_index(drop=True)

@@ -25,6 +25,8 @@ from . import config, grading, prompts
 from .errors import UserError
 from .settings import Training
 from .io import numbered_path, read_json, read_parquet, write_json, write_parquet
+from .labelfree import labels_bought
+from .prepare import attach_answers
 
 log = logging.getLogger(__name__)
 
@@ -549,7 +551,10 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
     checkpoint_dir = Path(checkpoint_dir)
     on_gpu = torch.cuda.is_available()
     s = complete(settings)
-    subset = read_parquet(subset_path, columns=SUBSET_COLUMNS)
+    subset = read_parquet(subset_path)
+    subset = attach_answers(subset, dataset, str(subset_path))
+    labels = labels_bought(subset)
+    subset = subset[SUBSET_COLUMNS]
     args = grpo_config(s, checkpoint_dir, seed, on_gpu, n_items=len(subset))
     check_trainable(len(subset), args, s, subset_path)
     _, planned = schedule(len(subset), s, prompts_per_generation(args))  # args.max_steps is its first part
@@ -585,6 +590,7 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
         **({"epochs": s["epochs"], "steps_per_epoch": len(subset) // prompts_per_generation(args)}
            if s["epochs"] is not None else {}),
         "checkpoints": [{"step": step, "path": str(path)} for step, path in saved],
+        "labels_bought": labels,
     }
     write_json(manifest, manifest_out)
     return manifest

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shlex
 import sys
 
@@ -12,7 +13,7 @@ from grpo_budget import config as grpo_config
 from grpo_budget import cost
 from grpo_budget import plan
 from grpo_budget.analysis.outputs import OUTPUTS, caption, names
-from grpo_budget.selection import POLICIES
+from grpo_budget.selection import arm_names, policy_of
 
 min_version("9.0")
 
@@ -82,8 +83,19 @@ def get_model_input(wildcards):
 def get_group_size_arg(wildcards):
     """``--group-size G`` for a policy that ranks by the training G (others do not, so their jobs never re-run
     when G changes)."""
-    needs = POLICIES[wildcards.policy].needs_group_size
+    needs = policy_of(wildcards.policy).needs_group_size
     return f" --group-size {config['training']['num_generations']}" if needs else ""
+
+
+def get_source_arg(wildcards):
+    """``--source S`` where a bare policy name ranks by another source than labels (``POLICY@SOURCE`` says it)."""
+    source = config["scoring"]["difficulty"]
+    return f" --source {source}" if source != "labels" else ""
+
+
+def get_select_scores(wildcards):
+    """The score table an arm selects from: its model's, or the proxy's for a proxy source."""
+    return P.scores.format(model=plan.scored_by(config, wildcards.model, wildcards.policy), dataset=wildcards.dataset)
 
 
 def get_adaptive_cuts_arg(wildcards):

@@ -11,10 +11,9 @@ import pandas as pd
 from .. import stats
 from ..io import atomic_path
 from ..plan import Listing, budget_sort_key
-from ..selection import POLICIES
 from ..settings import Analysis
 from .outputs import output
-from .read import PANEL, _available, _label, _policy_rank, _read, as_settings, keys_in
+from .read import PANEL, _available, _label, _policy_color, _policy_rank, _read, as_settings, keys_in
 from .render import _heading, _sections
 from .tables import _learnable_row, curves, difficulty_table, gains_over_seeds, verdict_table
 
@@ -48,7 +47,7 @@ def _panels(n: int):
 
 def _style(policy: str, budget: str, budgets: Sequence[str]) -> dict:
     i = list(budgets).index(budget) if budget in budgets else 0
-    return {"color": POLICIES[policy].color if policy in POLICIES else "C7", "ls": BUDGET_STYLES[i % len(BUDGET_STYLES)]}
+    return {"color": _policy_color(policy), "ls": BUDGET_STYLES[i % len(BUDGET_STYLES)]}
 
 
 def _empty(ax, text: str) -> None:
@@ -229,7 +228,7 @@ def _gain_lines(ax, g: pd.DataFrame, x_of, xs: list[str], s: Analysis) -> None:
         x = a["_x"].to_numpy() + 0.06 * (i - (len(policies) - 1) / 2)
         seeds = int(a["n_seeds"].max())
         ax.errorbar(x, a["gain_pts"], yerr=[a["gain_pts"] - a["gain_lo"], a["gain_hi"] - a["gain_pts"]],
-                    color=POLICIES[policy].color if policy in POLICIES else "C7", marker="o", ms=5, capsize=3,
+                    color=_policy_color(policy), marker="o", ms=5, capsize=3,
                     label=policy + (f" ({seeds} seeds)" if seeds > 1 else ""))
     ax.axhline(0, color="black", lw=1)
     ax.set_xticks(range(len(xs)), xs)

@@ -44,8 +44,17 @@ def _several_budgets(config: dict) -> bool:
     return several_budgets(config)
 
 
+def _label_free(config: dict) -> bool:
+    """An arm ranks by a label-free or proxy source, or a proxy is configured."""
+    from ..labelfree import split_arm
+
+    sc = config["scoring"]
+    return sc.get("proxy") is not None or any(split_arm(a, sc.get("difficulty", "labels"))[1] != "labels"
+                                              for a in config["policies"])
+
+
 # Conditions an output can be built under (``Output.when``).
-WHEN: dict[str, Callable[[dict], bool]] = {"sweep": _sweeps, "budgets": _several_budgets}
+WHEN: dict[str, Callable[[dict], bool]] = {"sweep": _sweeps, "budgets": _several_budgets, "label_free": _label_free}
 
 
 def output(name: str, kind: str, reads: Iterable[str], needs_ood: bool = False, when: str | None = None) -> Callable:

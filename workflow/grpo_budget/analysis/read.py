@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..io import read_parquet
 from ..plan import Listing, budget_sort_key
+from ..labelfree import SOURCES, split_arm
 from ..selection import POLICIES
 from ..settings import Analysis
 
@@ -79,9 +80,18 @@ def finish(df: pd.DataFrame, runs: Listing) -> pd.DataFrame:
     return df if runs.variants or "variant" not in df else df.drop(columns="variant")
 
 
-def _policy_rank(policy: str) -> int:
-    order = list(POLICIES)
-    return order.index(policy) if policy in order else len(order)
+def _policy_rank(arm: str) -> int:
+    """Display rank of an arm: its policy's registry order, then its difficulty source's (labels first)."""
+    policy, source = split_arm(arm)
+    order, sources = list(POLICIES), list(SOURCES)
+    return (order.index(policy) if policy in order else len(order)) * (len(sources) + 1) + (
+        sources.index(source) if source in sources else len(sources))
+
+
+def _policy_color(arm: str) -> str:
+    """An arm's colour: its policy's (its source tells it apart by line style or label)."""
+    policy = split_arm(arm)[0]
+    return POLICIES[policy].color if policy in POLICIES else "C7"
 
 
 def _sort_arms(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:

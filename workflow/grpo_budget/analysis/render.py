@@ -14,7 +14,8 @@ from ..plan import Listing
 from ..settings import Analysis
 from .outputs import output
 from .read import ARM, PANEL, _label, as_settings, keys_in
-from .tables import (FULL_POLICY, difficulty_table, gains_over_seeds, learnable_table, ood_table, rankings,
+from .tables import (FULL_POLICY, difficulty_table, gains_over_seeds, label_free_calibration, learnable_table,
+                     ood_table, rankings,
                      steps_to_match, summary_table, verdict_table)
 
 
@@ -116,6 +117,7 @@ def write_summary(runs: Listing, outs: list[str], settings: Analysis | dict) -> 
             "best %": g["best_acc"].map(_pct),
             "gain (pts)": [_mean_sd(a, sd, n) for a, sd, n in zip(g["gain_pts"], g["gain_sd"], g["n_seeds"])],
             f"{s.level:.0%} interval": [_interval_text(lo, hi) for lo, hi in zip(g["gain_lo"], g["gain_hi"])],
+            "labels bought": g["labels_bought"].map(lambda x: _f(x, ".0f")),
             "rel. gain": [_f(100 * x, "+.1f") + "%" for x in g["rel_gain"]],
             "learnable %": [_f(learn.loc[tuple(r[k] for k in arm), "learnable_pct"], ".1f") for _, r in g.iterrows()],
             "predicted %": [_f(learn.loc[tuple(r[k] for k in arm), "predicted_learnable_pct"], ".1f")
@@ -136,8 +138,9 @@ def write_summary(runs: Listing, outs: list[str], settings: Analysis | dict) -> 
             "Best = the best checkpoint's accuracy on this test set (chosen on the test set itself, so optimistic). "
             "Rel. gain = gain / (100 − base): the share of the base model's headroom closed. Learnable = share of "
             "GRPO groups with non-zero reward std over all training steps; predicted = E[1 − pᴳ − (1 − p)ᴳ] over the "
-            "subset, as the learnable table leads with it (fresh or empirical-Bayes pass rates). Per-seed rows: "
-            "summary.csv.")
+            "subset, as the learnable table leads with it (fresh or empirical-Bayes pass rates). Labels bought = gold "
+            "answers the arm needed: every pool item where its ranking graded the pool (a label or proxy source), "
+            "else only its subset's for training. Per-seed rows: summary.csv.")
     with atomic_path(csv_out) as tmp:
         table.to_csv(tmp, index=False)
     answer = answer_sentences(verdict_table(runs, s), s.level)
@@ -354,3 +357,38 @@ def write_steps_to_match(runs: Listing, outs: list[str], settings: Analysis | di
         else:
             note += f" No other arm shares a model, dataset and test set with the `{FULL_POLICY}` arm."
     _write_outputs(outs, table, "Steps to match full-data accuracy", note, sections)
+
+
+@output("label_free", "table", reads={"scores", "proxy_scores", "subsets"}, when="label_free")
+def write_label_free(runs: Listing, outs: list[str], settings: Analysis | dict) -> None:
+    s = as_settings(settings)
+    table = label_free_calibration(runs, s)
+    sections = []
+    for (model, dataset), g in _sections(table, ["model", "dataset"]):
+        rho = g[g["measure"] == "rho"]
+        disp = pd.DataFrame({"source": rho["source"], "Spearman ρ vs gold": rho["value"].map(lambda x: _f(x, ".2f")),
+                             f"{s.level:.0%} interval": [_interval_text(lo, hi, ".2f") for lo, hi in
+                                                         zip(rho["lo"], rho["hi"])],
+                             "items": rho["items"]})
+        for at in dict.fromkeys(g.loc[g["measure"] == "overlap", "at"]):
+            ov = g[(g["measure"] == "overlap") & (g["at"] == at)].set_index("source")["value"]
+            disp[f"overlap {at}"] = [_pct(ov.get(src, np.nan)) + "%" if src in ov else "–" for src in rho["source"]]
+        sections.append((f"{model} · {dataset}: each source against the gold pass rate", disp, []))
+        cw = g[g["measure"] == "confident_wrong"]
+        if len(cw):
+            wide = pd.DataFrame({"tier (gold pass rate)": [a.removeprefix("tier ") for a in cw["at"]],
+                                 "source": cw["source"], "items": cw["items"],
+                                 "confident wrong majority %": [f"{_pct(v)} {_interval_text(lo, hi, '.1f', 100)}"
+                                                                for v, lo, hi in zip(cw["value"], cw["lo"], cw["hi"])]})
+            sections.append((f"{model} · {dataset}: confident wrong majorities by tier", wide, []))
+    note = ("How well each difficulty source that needs no gold answers (agreement: the share of the trained model's "
+            "samples giving their majority answer; answer_entropy, negated; proxy_agreement: the proxy model's) or no "
+            "scoring by the trained model (proxy: the proxy's gold pass rate) ranks the pool like the trained model's "
+            f"gold pass rate (the empirical-Bayes estimate from the same samples). ρ: Spearman, {s.level:.0%} "
+            "bootstrap interval over pool items. Overlap: the share of a policy's label-selected subset that the "
+            "source selects too. Confident wrong: items whose majority answer is wrong though more than half the "
+            f"samples give it, with a {s.level:.0%} Wilson interval: the items agreement ranks as easy although "
+            "the model fails them.")
+    if table.empty:
+        note += " No pool here has gold answers to check against."
+    _write_outputs(outs, table, "Difficulty without labels: each source against the gold pass rate", note, sections)

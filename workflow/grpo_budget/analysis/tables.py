@@ -10,6 +10,7 @@ from .. import stats
 from ..errors import UserError
 from ..plan import FULL_LABEL, Listing
 from ..settings import Analysis
+from ..labelfree import labels_bought
 from ..loaders import BENCHMARKS
 from ..prepare import GENERATORS
 from .read import (ARM, KEYS, _available, _base_items, _by_step, _eval_items, _policy_rank, _read, _records, _sort_arms,
@@ -52,11 +53,12 @@ def summary_table(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
         by_step = steps.mean()
         final_step, best_step = int(by_step.index.max()), int(by_step.idxmax())
         c = compare(rec["base"].to_numpy(), steps[final_step].to_numpy(), s)
-        subset = _read(r.subset, ["pass_rate"])
+        subset = _read(r.subset, _available(r.subset, ["pass_rate", "scoring_labels"]))
         lr = learn[id(r)]
         rows.append({
             **{k: getattr(r, k) for k in KEYS}, "evalset": rec["evalset"], "ood": rec["ood"], "n_test": c["n_items"],
             "subset_size": len(subset), "subset_mean_pass_rate": subset["pass_rate"].mean(),
+            "labels_bought": labels_bought(subset)["total"],
             "base_acc": c["base_acc"], "final_step": final_step, "final_acc": c["final_acc"],
             "best_step": best_step, "best_acc": float(by_step.max()),
             "gain_pts": c["gain_pts"], "gain_lo": c["gain_lo"], "gain_hi": c["gain_hi"],
@@ -86,8 +88,10 @@ def gains_over_seeds(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
         finals = np.stack([rec["steps"][rec["steps"].columns.max()].loc[base.index].to_numpy() for rec in recs])
         best = [rec["steps"].mean().max() for rec in recs]
         c = compare(base.to_numpy(), finals, s)
+        bought = [labels_bought(_read(rec["run"].subset, _available(rec["run"].subset, ["id", "scoring_labels"])))
+                  ["total"] for rec in recs]
         rows.append({**dict(zip(ARM + ["evalset"], key)), "ood": recs[0]["ood"], "n_test": c["n_items"],
-                     "n_seeds": c["n_seeds"], "base_acc": c["base_acc"], "final_acc": c["final_acc"],
+                     "n_seeds": c["n_seeds"], "labels_bought": float(np.mean(bought)), "base_acc": c["base_acc"], "final_acc": c["final_acc"],
                      "final_sd": c["final_sd"], "best_acc": float(np.mean(best)), "gain_pts": c["gain_pts"],
                      "gain_sd": c["gain_sd"], "gain_lo": c["gain_lo"], "gain_hi": c["gain_hi"],
                      "rel_gain": c["rel_gain"]})
@@ -522,3 +526,64 @@ def steps_to_match(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
     if not rows:
         return finish(pd.DataFrame(columns=STEPS_TO_MATCH_COLUMNS), runs)
     return finish(_sort_arms(pd.DataFrame(rows, columns=STEPS_TO_MATCH_COLUMNS)).reset_index(drop=True), runs)
+
+
+CALIBRATED_POLICIES = ("hard", "medium", "easy")
+
+
+def label_free_calibration(runs: Listing, settings: Analysis | dict) -> pd.DataFrame:
+    """How well each label-free or proxy difficulty source stands in for the gold pass rate, per model × dataset
+    whose pool has gold answers (long form: one row per source and measure).
+
+    - ``rho``: Spearman ρ between the source and the trained model's gold pass rate over the pool, with a
+      percentile bootstrap interval over items (answer entropy enters negated, so that higher = easier throughout).
+    - ``overlap``: the share of the label-selected subset that the same policy picks by the source, at each budget
+      of the runs (tie-break seed: the runs' first).
+    - ``confident_wrong``: by gold pass-rate tier, the share of items whose majority answer is wrong though more
+      than half the samples give it (proxy_agreement: the proxy's majority, tiers by its own pass rate).
+    """
+    from ..labelfree import confident_wrong, ranking_counts, spearman_ci
+    from ..plan import parse_budget
+    from ..selection import difficulty, select
+
+    s = as_settings(settings)
+    proxies = {(p.dataset): p.path for p in runs.proxy_scores}
+    budgets = sorted({r.budget for r in runs.runs if r.budget != FULL_LABEL}, key=lambda b: float(parse_budget(b)))
+    seed = min((r.seed for r in runs.runs), default=0)
+    cols = ["id", "n_samples", "n_correct", "pass_rate", "pass_rate_eb", "answers", "correct", "majority_answer",
+            "n_agree", "agreement", "answer_entropy"]
+    rows = []
+    for sc in runs.scores:
+        gold = _read(sc.path, _available(sc.path, cols))
+        if "agreement" not in gold or gold["pass_rate"].isna().all():
+            continue  # scored before label-free difficulty, or an unlabeled pool: nothing to check against
+        truth = difficulty(gold)
+        signals = {"agreement": ranking_counts(gold, "agreement"), "answer_entropy": None}
+        proxy = None
+        if sc.dataset in proxies:
+            proxy = _read(proxies[sc.dataset], _available(proxies[sc.dataset], cols)).set_index("id").loc[gold["id"]]
+            proxy = proxy.reset_index()
+            signals.update(proxy=proxy, proxy_agreement=ranking_counts(proxy, "agreement"))
+        key = {"model": sc.model, "dataset": sc.dataset}
+        for source, table in signals.items():
+            values = -gold["answer_entropy"].to_numpy(float) if source == "answer_entropy" else difficulty(table)
+            rho, lo, hi = spearman_ci(values, truth, min(s.n_boot, 1000), s.seed, s.level)
+            rows.append({**key, "source": source, "measure": "rho", "at": "", "value": rho, "lo": lo, "hi": hi,
+                         "items": len(gold)})
+            if table is None:
+                continue
+            for budget in budgets:
+                for policy in CALIBRATED_POLICIES:
+                    n_budget = parse_budget(budget)
+                    want = set(select(gold, policy, n_budget, seed)["id"])
+                    got = set(select(table, policy, n_budget, seed)["id"])
+                    rows.append({**key, "source": source, "measure": "overlap", "at": f"{policy} @ {budget}",
+                                 "value": len(want & got) / len(want), "lo": np.nan, "hi": np.nan,
+                                 "items": len(want)})
+        for source, table in (("agreement", gold), ("proxy_agreement", proxy)):
+            if table is None:
+                continue
+            for _, t in confident_wrong(table).iterrows():
+                rows.append({**key, "source": source, "measure": "confident_wrong", "at": f"tier {t['tier']}",
+                             "value": t["confident_wrong"], "lo": t["lo"], "hi": t["hi"], "items": t["items"]})
+    return pd.DataFrame(rows, columns=["model", "dataset", "source", "measure", "at", "value", "lo", "hi", "items"])
