@@ -1,12 +1,14 @@
-"""Calibrate the cost plan on a run of tests/configs/tiny.yaml, then check its per-job predictions for the embedded
-default (config.yaml) against a real run of it on the same machine.
+"""Calibrate the cost plan on runs of tests/configs/tiny.yaml and its sweep (tiny-sweep.yaml), then check its
+per-job predictions for the embedded default (config.yaml) against a real run of it on the same machine.
 
-    .venv/bin/python perf/cost_calibration.py                      # runs both (~2 + ~6 min on 2 idle cores)
-    .venv/bin/python perf/cost_calibration.py --tiny DIR --default DIR   # reuse finished runs (run if absent)
-    .venv/bin/python perf/cost_calibration.py --tiny DIR --default DIR --reuse --jobs   # never run; every job
+    .venv/bin/python perf/cost_calibration.py                      # runs all three (~2 + ~2 + ~6 min on 2 idle cores)
+    .venv/bin/python perf/cost_calibration.py --tiny DIR --tiny-sweep DIR --default DIR   # reuse finished runs
+    .venv/bin/python perf/cost_calibration.py ... --reuse --jobs   # never run; print every job
 
-The prediction uses the tiny run's measurements only (``cost.calibrate_from: [TINY]``) and the embedded default's
-config alone (a results folder with nothing in it), as a plan before submitting would. It prints, per rule, the
+The prediction uses the tiny runs' measurements only (``cost.calibrate_from: [TINY, TINY_SWEEP]``) and the embedded
+default's config alone (a results folder with nothing in it), as a plan before submitting would. The sweep is there
+for training: tiny.yaml's arms all train the same batch shape, so its training time cannot be split between decoding
+steps and tokens; the sweep's G = 4 and 8 arms train 32 and 64 completions per step over the same steps. It prints, per rule, the
 mean predicted and measured seconds per job and their ratio, and exits 1 when train, score or evaluate is off by
 more than ±30%. Timings on a loaded machine are noisy: run it on a quiet one.
 """
@@ -50,6 +52,8 @@ def load(configfile: Path, results: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tiny", type=Path, default=Path(tempfile.gettempdir()) / "grpo-cost-calibration" / "tiny")
+    p.add_argument("--tiny-sweep", type=Path,
+                   default=Path(tempfile.gettempdir()) / "grpo-cost-calibration" / "tiny-sweep")
     p.add_argument("--default", type=Path, default=Path(tempfile.gettempdir()) / "grpo-cost-calibration" / "default")
     p.add_argument("--default-config", type=Path, default=ROOT / "config.yaml",
                    help="the config the default run used (when reusing a run made from an earlier config.yaml)")
@@ -58,16 +62,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reuse", action="store_true", help="never run: compare with the benchmark files already there")
     a = p.parse_args(argv)
 
-    tiny_cfg = load(ROOT / "tests" / "configs" / "tiny.yaml", a.tiny.resolve())
-    run(ROOT / "tests" / "configs" / "tiny.yaml", a.tiny.resolve(), a.cores, a.reuse)
-    cost.write_jobs(tiny_cfg)  # the runs' own Snakemake start writes it too; here for runs made before it did
+    folders = []
+    for name, folder in (("tiny.yaml", a.tiny), ("tiny-sweep.yaml", a.tiny_sweep)):
+        cfg_file = ROOT / "tests" / "configs" / name
+        run(cfg_file, folder.resolve(), a.cores, a.reuse)
+        cost.write_jobs(load(cfg_file, folder.resolve()))  # the runs write it too; here for runs made before they did
+        folders.append(str(folder.resolve()))
 
-    # The plan before submitting: the default's config alone, rates from the tiny run only.
+    # The plan before submitting: the default's config alone, rates from the tiny runs only.
     with tempfile.TemporaryDirectory() as empty:
         plan_cfg = load(a.default_config, Path(empty))
-        predicted = cost.estimate(plan_cfg, folders=[str(a.tiny.resolve())])
-    fit = cost.fit_rates(cost.measurements([str(a.tiny.resolve())]))
-    print("\nrates fitted on the tiny run:")
+        predicted = cost.estimate(plan_cfg, folders=folders)
+    fit = cost.fit_rates(cost.measurements(folders))
+    print("\nrates fitted on the tiny runs:")
     for (kind, size), r in sorted(fit.items()):
         print(f"  {kind:16s} {size:g}B: startup {r.startup:6.1f} s, {1e3 * r.per_pass:7.2f} ms per decoding step, "
               f"{1e6 * r.per_token:7.2f} us per token  ({r.source})")
@@ -84,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                       for row in both.itertuples()]
     if a.jobs:
         print("\n" + both[["rule", "name", "work", "seconds", "measured_s"]].to_string(index=False))
-    print(f"\nembedded default, predicted from the tiny run vs measured (seconds per job, mean over the rule's jobs):")
+    print(f"\nembedded default, predicted from the tiny runs vs measured (seconds per job, mean over the rule's jobs):")
     print(f"{'rule':16s} {'jobs':>4s} {'predicted':>10s} {'measured':>10s} {'ratio':>7s}   "
           f"{'of which working (predicted / measured, from the job logs)'}")
     failed = []

@@ -100,3 +100,22 @@ def test_snakemake_refuses_bad_config_before_any_job(tmp_path):
     out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(path)], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode != 0
     assert "policies[0]" in out.stdout + out.stderr and "'bogus'" in out.stdout + out.stderr
+
+
+def test_label_free_sources_are_checked_before_any_job():
+    fixed = dict(DEFAULT["scoring"], adaptive=None)
+    assert "'scoring.proxy' is required by arm 'hard@proxy'" in bad(policies=["hard@proxy"], scoring=fixed)
+    assert "'scoring.adaptive'" in bad(policies=["hard@agreement"])  # the default scores adaptively
+    assert "'scoring.proxy': unknown model 'nope'" in bad(scoring=dict(fixed, proxy="nope"))
+    assert "'policies[0]'" in bad(policies=["random@agreement"])  # random ranks nothing: no source to pick
+    unlabeled = copy.deepcopy(DEFAULT["datasets"])
+    unlabeled["framearith"]["answers"] = str(ROOT / "config.yaml")  # any existing file: the check is the arms'
+    msg = bad(datasets=unlabeled, policies=["hard@agreement", "medium"], scoring=fixed)
+    assert "'datasets.framearith.answers'" in msg and "'medium'" in msg and "medium@agreement" in msg
+    unlabeled["framearith"]["answers"] = "no/such/answers.csv"
+    assert "does not exist" in bad(datasets=unlabeled, policies=["hard@agreement"], scoring=fixed)
+    models = {"tiny": dict(DEFAULT["models"]["tiny"], train=False)}
+    assert "at least one must be trained" in bad(models=models)
+    ok = copy.deepcopy(DEFAULT)
+    ok.update(policies=["hard", "hard@agreement", "random"], scoring=fixed)
+    assert config.validate(ok)["scoring"]["difficulty"] == "labels"

@@ -153,4 +153,9 @@ def test_real_bbh_files_through_the_whole_dag(tmp_path):
     scores = pd.read_parquet(results / "scores/tiny/bbh7.parquet")
     assert len(scores) == 125 and scores["pass_rate"].between(0, 1).all()
     assert "n_objects" in scores.columns  # difficulty metadata kept for stratified analysis
-    assert len(pd.read_csv(results / "summary.csv")) == 2
+    assert len(pd.read_csv(results / "summary.csv")) == 3
+    assert scores["agreement"].between(0, 1).all() and "answers" in scores.columns
+    cal = pd.read_csv(results / "tables/label_free.csv")
+    tiers = cal[cal["measure"] == "confident_wrong"].set_index("at")
+    assert tiers.loc["tier 0", "items"] == (scores["pass_rate"] == 0).sum()  # every real item in its gold tier
+    assert set(cal.loc[cal["measure"] == "rho", "source"]) == {"agreement", "answer_entropy"}

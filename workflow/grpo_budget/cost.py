@@ -440,8 +440,13 @@ def _fit(rows: pd.DataFrame, y: str = "seconds", startup: bool = True) -> tuple[
     from scipy.optimize import nnls
 
     cols = ([np.ones(len(rows))] if startup else []) + [rows["passes"].to_numpy(float), rows["work"].to_numpy(float)]
-    varied = [c for c in cols[1 if startup else 0:] if c.max() > 0 and c.max() >= 1.5 * max(c.min(), 1e-9)]
-    if len(rows) < len(cols) or len(varied) < 2:
+    if startup:  # three terms: steps and tokens must each vary
+        varied = [c for c in cols[1:] if c.max() > 0 and c.max() >= 1.5 * max(c.min(), 1e-9)]
+        told_apart = len(varied) == 2
+    else:  # two terms: tokens per decoding step must vary (e.g. the same steps at two batch sizes)
+        per_step = cols[1] / np.maximum(cols[0], 1e-9)
+        told_apart = bool(cols[0].min() > 0 and per_step.max() >= 1.5 * max(per_step.min(), 1e-9))
+    if len(rows) < len(cols) or not told_apart:
         return None
     a = np.column_stack(cols)
     scale = a.max(axis=0)
