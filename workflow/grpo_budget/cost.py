@@ -511,9 +511,25 @@ def fit_rates(measured: pd.DataFrame) -> dict[tuple[str, float], Rate]:
         rates[("generate", float(size))] = Rate(*fit, how, len(rows))
     for size, rows in measured[measured["kind"] == "train"].groupby("size_b"):
         gen = rates.get(("generate", float(size)))
-        fit, how = _fit_kind(rows, gen.startup if gen else None, shape=gen)
+        split = rows.dropna(subset=["loop_seconds"])
+        if gen is not None and len(split):
+            fit, how = _fit_update(split, gen), f"{len(split)} measured, split by their logs"
+        else:
+            fit, how = _fit_kind(rows, gen.startup if gen else None, shape=gen)
         rates[("train", float(size))] = Rate(*fit, how, len(rows))
     return rates
+
+
+def _fit_update(rows: pd.DataFrame, gen: Rate) -> tuple[float, float, float]:
+    """(startup, per_pass, per_token) of GRPO training jobs whose logs split off their loop time: a GRPO step first
+    decodes its completions, at the generation jobs' rates of the same model size (fitted on far more tokens, at
+    larger batches), then updates the policy on them; the loop time left after the rollouts gives the update's cost
+    per token. A fit of steps and tokens to the training loops alone extrapolates badly: the tiny calibration runs
+    train 32-64 completions per step, where a CPU's cost per token is still falling with the batch."""
+    startup = float((rows["seconds"] - rows["loop_seconds"]).clip(lower=0).median())
+    rollout = gen.per_pass * rows["passes"] + gen.per_token * rows["work"]
+    update = max(0.0, float((rows["loop_seconds"] - rollout).sum())) / max(float(rows["work"].sum()), 1.0)
+    return startup, gen.per_pass, gen.per_token + update
 
 
 def default_rate(job: Job) -> Rate:
