@@ -35,7 +35,7 @@ def test_unlabeled_pool_is_selected_by_agreement_and_training_needs_the_bought_a
     r = tmp_path / "results"
     run = r / "runs/tiny/framearith/hard@agreement/b0.2/s0"
 
-    out = snakemake("--configfile", str(path), str(run / "manifest.json"), check=False)
+    out = snakemake(str(run / "manifest.json"), "--configfile", str(path), check=False)
     assert out.returncode != 0
     prepared = pd.read_parquet(r / "data/framearith/pool.parquet")
     assert prepared["answer"].isna().all() and len(prepared) == 200  # withheld at prepare
@@ -52,7 +52,7 @@ def test_unlabeled_pool_is_selected_by_agreement_and_training_needs_the_bought_a
     assert "Traceback" not in log  # one line, no traceback: a user's mistake
 
     pool[["id", "answer"]].to_csv(answers, index=False)  # the answers bought: now every selected item has one
-    snakemake("--configfile", str(path), str(run / "manifest.json"))
+    snakemake(str(run / "manifest.json"), "--configfile", str(path))
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["labels_bought"] == {"scoring": 0, "training": 40, "total": 40}
 
