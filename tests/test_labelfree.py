@@ -172,3 +172,21 @@ def test_calibration_table_known_answers(tmp_path):
     assert ov[("agreement", "hard @ 0.25")] == pytest.approx(1.0) and ov[("proxy", "hard @ 0.25")] == 0.0
     cw = t[(t["measure"] == "confident_wrong") & (t["source"] == "agreement")]
     assert (cw["value"].fillna(0) == 0).all()  # every majority here is the correct answer
+
+
+def test_a_pool_file_without_answers_loads_when_the_dataset_names_an_answers_file(tmp_path):
+    """GSM8K-format files whose pool has empty answers: kept (answers withheld) rather than dropped as ungradable."""
+    from grpo_budget.prepare import build
+
+    pd.DataFrame({"question": ["Tom has 3 apples and buys 2. How many?", "5 pens at $2?"],
+                  "answer": pd.Series([None, None], dtype="string")}).to_parquet(tmp_path / "train.parquet")
+    pd.DataFrame({"question": ["1 + 1?"], "answer": ["1+1=2\n#### 2"]}).to_parquet(tmp_path / "test.parquet")
+    (tmp_path / "answers.csv").write_text("id,answer\n")
+    ds = {"source": "benchmark", "benchmark": "gsm8k", "seed": 0, "answers": str(tmp_path / "answers.csv"),
+          "spec": {"data_files": {"train": str(tmp_path / "train.parquet"), "test": str(tmp_path / "test.parquet")},
+                   "cache_dir": str(tmp_path / "cache")}}
+    frames = build(ds)
+    assert len(frames["pool"]) == 2 and frames["pool"]["answer"].isna().all()
+    assert list(frames["test"]["answer"]) == ["2"]
+    with pytest.raises(UserError, match="no items"):  # without answers: the pool's items are ungradable, dropped
+        build({k: v for k, v in ds.items() if k != "answers"})

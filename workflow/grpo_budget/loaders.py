@@ -608,14 +608,17 @@ BENCHMARKS: dict[str, Benchmark] = {
 }
 
 
-def load_benchmark(name: str, spec: dict | None, seed: int) -> dict[str, pd.DataFrame]:
-    """Load benchmark ``name`` as ``{"pool": frame, "test": frame}`` (either may be absent)."""
+def load_benchmark(name: str, spec: dict | None, seed: int, unlabeled_pool: bool = False
+                   ) -> dict[str, pd.DataFrame]:
+    """Load benchmark ``name`` as ``{"pool": frame, "test": frame}`` (either may be absent). ``unlabeled_pool``:
+    the pool's items are kept without gold answers (the dataset's ``answers:`` file supplies the bought ones)."""
     spec = _spec(name, spec)
     out = BENCHMARKS[name].load(name, spec, seed)
     drop = bool(spec.get("drop_ungradable", True))
     result = {}
     for role, frame in out.items():
-        frame = _drop_ungradable(frame, name, role, drop)
+        if not (unlabeled_pool and role == "pool"):
+            frame = _drop_ungradable(frame, name, role, drop)
         frame = _cap(frame, spec.get("max_items"), seed, f"{name}/{role}")
         result[role] = frame.reset_index(drop=True)
     return result

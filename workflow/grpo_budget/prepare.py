@@ -63,7 +63,7 @@ def build(ds: dict) -> dict[str, pd.DataFrame]:
     else:
         from .loaders import load_benchmark
 
-        frames = load_benchmark(ds["benchmark"], ds.get("spec", {}), int(ds["seed"]))
+        frames = load_benchmark(ds["benchmark"], ds.get("spec", {}), int(ds["seed"]), unlabeled_pool=bool(ds.get("answers")))
         if ds.get("eval_only"):
             frames = {"test": frames["test"] if "test" in frames else frames["pool"]}
     frames = {split: apply_filter(frame, ds.get("filter")) for split, frame in frames.items()}
