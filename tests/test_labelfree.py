@@ -190,3 +190,15 @@ def test_a_pool_file_without_answers_loads_when_the_dataset_names_an_answers_fil
     assert list(frames["test"]["answer"]) == ["2"]
     with pytest.raises(UserError, match="no items"):  # without answers: the pool's items are ungradable, dropped
         build({k: v for k, v in ds.items() if k != "answers"})
+
+
+def test_a_proxy_arms_subset_says_its_statistics_are_the_proxys():
+    from grpo_budget import scoring
+    from grpo_budget.selection import select
+
+    stats_cols = [c for c in scoring.GRADED_COLUMNS if c not in ("id", "samples", "answers", "correct", "format_ok")]
+    assert set(labelfree.SCORED_BY_COLUMNS) == set(stats_cols + scoring.EB_COLUMNS + labelfree.AGREEMENT_COLUMNS)
+    s = scored([0, 4, 2, 3], [4, 1, 2, 3])
+    out = select(s, "hard@proxy", 2, seed=0)
+    assert sorted(out["proxy_pass_rate"]) == [0.0, 0.5] and out["pass_rate"].isna().all()
+    assert "n_correct" not in out and (out["scoring_labels"] == 4).all()

@@ -52,9 +52,12 @@ def test_unlabeled_pool_is_selected_by_agreement_and_training_needs_the_bought_a
     assert "Traceback" not in log  # one line, no traceback: a user's mistake
 
     pool[["id", "answer"]].to_csv(answers, index=False)  # the answers bought: now every selected item has one
-    snakemake(str(run / "manifest.json"), "--configfile", str(path))
+    snakemake("--configfile", str(path))  # the whole workflow, aggregates included, on the unlabeled pool
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["labels_bought"] == {"scoring": 0, "training": 40, "total": 40}
+    summary = pd.read_csv(r / "summary.csv")
+    assert list(summary["labels_bought"]) == [40] and summary["subset_mean_pass_rate"].isna().all()
+    assert (r / "figures/pass_rate_histogram.png").exists() and (r / "tables/learnable.md").exists()
 
 
 @pytest.mark.slow

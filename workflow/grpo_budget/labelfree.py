@@ -88,6 +88,21 @@ SOURCES: dict[str, Source] = {
 ARM_SEPARATOR = "@"
 
 
+# The score table's per-item statistics of the model that scored (scoring.GRADED_COLUMNS' counts, EB_COLUMNS and
+# AGREEMENT_COLUMNS; a test keeps them in step): a proxy arm's subset carries them as proxy_*, since they describe
+# the proxy, not the trained model.
+SCORED_BY_COLUMNS = ["n_samples", "n_correct", "pass_rate", "n_format_fail", "mean_completion_tokens", "n_truncated",
+                     "pass_rate_eb", "pass_rate_eb_lo", "pass_rate_eb_hi", "eb_prior_a", "eb_prior_b",
+                     *AGREEMENT_COLUMNS]
+
+
+def as_proxy_columns(subset: pd.DataFrame) -> pd.DataFrame:
+    """A proxy arm's subset: the scoring statistics renamed ``proxy_*``, and the trained model's pass rate unknown
+    (NaN: the trained model never scored the pool)."""
+    renamed = subset.rename(columns={c: f"proxy_{c}" for c in SCORED_BY_COLUMNS if c in subset.columns})
+    return renamed.assign(pass_rate=float("nan"))
+
+
 def split_arm(arm: str, default: str = "labels") -> tuple[str, str]:
     """``"hard@agreement"`` → ``("hard", "agreement")``; a bare policy takes ``default``."""
     policy, _, source = arm.partition(ARM_SEPARATOR)

@@ -190,5 +190,6 @@ def select(scores: pd.DataFrame, arm: str, budget: float | int, seed: int, tiers
     out.insert(1, "rank", rank[chosen])
     out.insert(2, "policy", arm)
     uses_labels = spec.ranks and labelfree.SOURCES[source].labels
-    return out.assign(difficulty=values[chosen], difficulty_source=source if spec.ranks else "none",
-                      scoring_labels=n_pool if uses_labels else 0).reset_index(drop=True)
+    out = out.assign(difficulty=values[chosen], difficulty_source=source if spec.ranks else "none",
+                     scoring_labels=n_pool if uses_labels else 0).reset_index(drop=True)
+    return labelfree.as_proxy_columns(out) if spec.ranks and labelfree.SOURCES[source].proxy else out

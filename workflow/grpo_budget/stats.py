@@ -198,9 +198,12 @@ def predicted_learnable(p: object, G: int) -> np.ndarray:
 def expected_learnable_share(pass_rates: object, G: int) -> float:
     """Expected share of learnable groups when prompts are drawn uniformly from a subset.
 
-    Mean of :func:`predicted_learnable` over the subset's per-item pass rates.
+    Mean of :func:`predicted_learnable` over the subset's per-item pass rates; NaN where some are unknown (NaN: an
+    unlabeled pool's, or a proxy arm's, whose trained model never scored the pool).
     """
     pr = _as_1d(pass_rates, "pass_rates")
+    if np.isnan(pr).any():
+        return float("nan")
     return float(predicted_learnable(pr, G).mean())
 
 

@@ -120,7 +120,8 @@ def _learnable_row(r, runs: Listing, s: Analysis) -> dict:
     cols = ["id", "pass_rate", "n_samples", "n_correct", "eb_prior_a", "eb_prior_b"]
     subset = _read(r.subset, _available(r.subset, cols))
     plugin = stats.expected_learnable_share(subset["pass_rate"].to_numpy(), G)
-    has_prior = {"eb_prior_a", "eb_prior_b", "n_correct", "n_samples"} <= set(subset.columns)
+    has_prior = {"eb_prior_a", "eb_prior_b", "n_correct", "n_samples"} <= set(subset.columns) and bool(
+        np.isfinite(subset[["eb_prior_a", "eb_prior_b", "n_correct"]].to_numpy(float)).all())  # unlabeled: NaN
     posterior = fresh = np.nan
     if has_prior:
         a0, b0 = subset["eb_prior_a"].to_numpy(float), subset["eb_prior_b"].to_numpy(float)
