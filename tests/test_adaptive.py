@@ -50,6 +50,8 @@ def test_far_items_settle_and_items_at_the_cut_do_not():
     k2[:101], n2[:101] = np.r_[np.zeros(100, int), 1], np.r_[np.full(100, 40), 2]
     doubt = adaptive.unsettled(k2, n2, cut, 0.9, seed=0)
     assert doubt[100] and not doubt[101:].any()
+    # an indifference zone as wide as the pass-rate range settles it: within tolerance counts as either side
+    assert not adaptive.unsettled(k2, n2, cut, 0.9, seed=0, tolerance=0.5).any()
 
 
 def test_allocation_rounds():

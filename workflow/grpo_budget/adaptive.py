@@ -74,9 +74,10 @@ def mass_inside(a: np.ndarray, b: np.ndarray, lo: float, hi: float) -> np.ndarra
 
 
 def unsettled(k: np.ndarray, n: np.ndarray, cuts: list[Target], confidence: float, seed: int,
-              group_size: int | None = None) -> np.ndarray:
-    """Mask of the items whose side of some cut the posterior does not yet tell at ``confidence``."""
-    return doubt(posterior_table(k, n), cuts, seed, group_size) > 1 - confidence
+              group_size: int | None = None, tolerance: float = 0.0) -> np.ndarray:
+    """Mask of the items whose side of some cut the posterior does not yet tell at ``confidence`` (pass rates within
+    ``tolerance`` of a cut count as right on either side, as in :func:`allocation`)."""
+    return doubt(posterior_table(k, n), cuts, seed, group_size, tolerance) > 1 - confidence
 
 
 def doubt(table: pd.DataFrame, cuts: list[Target], seed: int, group_size: int | None = None,
