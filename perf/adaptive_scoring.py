@@ -22,6 +22,7 @@ import tempfile
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -66,6 +67,33 @@ def row(name: str, runs: list[tuple[int, dict]], only: str | None = None) -> dic
     return out
 
 
+def embedded(results: str, config_path: str) -> SimpleNamespace:
+    """The embedded default's first dataset, its prepared pool, its first model's folder, the scoring settings (fixed
+    K) and the training G, from a finished run in ``results``: what the perf scripts sample from."""
+    cfg = config.load(config_path)
+    ds_name = next(iter(cfg["datasets"]))
+    g = Generation.from_dict({k: v for k, v in cfg["scoring"].items() if not k.startswith("verify_")
+                              and k != "adaptive"}, "scoring")
+    return SimpleNamespace(results=Path(results), ds_name=ds_name, dataset=cfg["datasets"][ds_name], g=g,
+                           pool=read_parquet(Path(results) / "data" / ds_name / "pool.parquet"),
+                           model=str(Path(results) / "models" / next(iter(cfg["models"]))),
+                           G=cfg["training"]["num_generations"])
+
+
+def reference(e: SimpleNamespace, k: int, seed: int) -> tuple[pd.DataFrame, Path]:
+    """K graded samples per pool item with their own seed (counts only), and its cache file. The reference is the
+    costliest part: kept beside the results, keyed by model and settings, for re-runs and for perf/label_free.py."""
+    key = hashlib.sha256(json.dumps([model_digest(e.model), asdict(e.g), k, seed], sort_keys=True,
+                                    default=str).encode()).hexdigest()[:12]
+    cache = e.results / "perf" / f"adaptive_reference-{key}.parquet"
+    if cache.exists():
+        return read_parquet(cache), cache
+    ref = scoring.sample_and_grade(from_settings(e.model, e.g), e.pool, e.dataset,
+                                   replace(Sampling.of(e.g), n=k, seed=seed))
+    write_parquet(ref[["id", "n_samples", "n_correct", "pass_rate"]], cache)
+    return ref, cache
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--results", default="results", help="the embedded default's results folder")
@@ -80,28 +108,14 @@ def main() -> None:
     ap.add_argument("--tie-draws", type=int, default=100)
     a = ap.parse_args()
 
-    cfg = config.load(a.config)
-    ds_name = next(iter(cfg["datasets"]))
-    dataset = cfg["datasets"][ds_name]
-    model = str(Path(a.results) / "models" / next(iter(cfg["models"])))
-    pool = read_parquet(Path(a.results) / "data" / ds_name / "pool.parquet")
-    g = Generation.from_dict({k: v for k, v in cfg["scoring"].items() if not k.startswith("verify_")
-                              and k != "adaptive"}, "scoring")
-    G = cfg["training"]["num_generations"]
+    e = embedded(a.results, a.config)
+    pool, dataset, g, G, model = e.pool, e.dataset, e.g, e.G, e.model
     gen = from_settings(model, g)
-    print(f"pool: {len(pool)} items of {ds_name}; model {model}; budget {a.budget}; G = {G}; "
+    print(f"pool: {len(pool)} items of {e.ds_name}; model {model}; budget {a.budget}; G = {G}; "
           f"{a.replicates} draws per method", flush=True)
 
     t0 = time.perf_counter()
-    # The reference is the costliest part: kept beside the results, keyed by model and settings, for re-runs.
-    key = hashlib.sha256(json.dumps([model_digest(model), asdict(g), a.ref_k, a.ref_seed], sort_keys=True,
-                                    default=str).encode()).hexdigest()[:12]
-    cache = Path(a.results) / "perf" / f"adaptive_reference-{key}.parquet"
-    if cache.exists():
-        ref = read_parquet(cache)
-    else:
-        ref = scoring.sample_and_grade(gen, pool, dataset, replace(Sampling.of(g), n=a.ref_k, seed=a.ref_seed))
-        write_parquet(ref[["id", "n_samples", "n_correct", "pass_rate"]], cache)
+    ref, cache = reference(e, a.ref_k, a.ref_seed)
     print(f"reference: K={a.ref_k}, seed {a.ref_seed}: {time.perf_counter() - t0:.0f} s ({cache})", flush=True)
     ref_table = counts_table(ref["n_correct"].to_numpy(), ref["n_samples"].to_numpy())
     ref_rate = ref["pass_rate"].to_numpy()
@@ -120,7 +134,7 @@ def main() -> None:
     for r in rows:
         print(r, flush=True)
 
-    for spec in a.adaptive.split(","):
+    for spec in filter(None, a.adaptive.split(",")):
         first, step, mx, conf, mean, tol = spec.split(":")
         s = Adaptive(int(first), int(step), int(mx), float(conf), float(mean), float(tol))
         for only in POLICIES[:3] + [None]:  # each policy's cut alone, then every policy's at once

@@ -14,11 +14,9 @@ cannot rank better than the gold it stands in for.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import sys
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -27,13 +25,12 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from grpo_budget import config, labelfree  # noqa: E402
+from adaptive_scoring import embedded, reference  # noqa: E402  (perf/, beside this script)
+from grpo_budget import labelfree  # noqa: E402
 from grpo_budget.generation import Sampling, from_settings  # noqa: E402
-from grpo_budget.io import read_parquet, write_parquet  # noqa: E402
 from grpo_budget.scoring import sample_and_grade, with_posterior  # noqa: E402
 from grpo_budget.selection import difficulty, select  # noqa: E402
 from grpo_budget.settings import Generation  # noqa: E402
-from grpo_budget.training import model_digest  # noqa: E402
 
 POLICIES = ("hard", "medium", "easy", "learnable")
 
@@ -67,25 +64,10 @@ def main() -> int:
     ap.add_argument("--n-boot", type=int, default=500)
     a = ap.parse_args()
 
-    cfg = config.load(a.config)
-    ds_name = next(iter(cfg["datasets"]))
-    dataset = cfg["datasets"][ds_name]
-    model = str(Path(a.results) / "models" / next(iter(cfg["models"])))
-    pool = read_parquet(Path(a.results) / "data" / ds_name / "pool.parquet")
-    g = Generation.from_dict({k: v for k, v in cfg["scoring"].items() if not k.startswith("verify_")
-                              and k != "adaptive"}, "scoring")
-    G = cfg["training"]["num_generations"]
+    e = embedded(a.results, a.config)
+    pool, dataset, g, G, model = e.pool, e.dataset, e.g, e.G, e.model
     ks = [int(k) for k in a.ks.split(",")]
-
-    # perf/adaptive_scoring.py's cache key: the same reference is shared by both scripts.
-    key = hashlib.sha256(json.dumps([model_digest(model), asdict(g), a.ref_k, a.ref_seed], sort_keys=True,
-                                    default=str).encode()).hexdigest()[:12]
-    cache = Path(a.results) / "perf" / f"adaptive_reference-{key}.parquet"
-    if cache.exists():
-        ref = read_parquet(cache)
-    else:
-        ref = draw(model, pool, dataset, g, a.ref_k, a.ref_seed)
-        write_parquet(ref[["id", "n_samples", "n_correct", "pass_rate"]], cache)
+    ref, cache = reference(e, a.ref_k, a.ref_seed)  # perf/adaptive_scoring.py's, shared through its cache
     ref = with_posterior(ref.set_index("id").loc[pool["id"]].reset_index())
     truth = difficulty(ref)
     print(f"pool: {len(pool)} items; reference K={a.ref_k} (seed {a.ref_seed}, {cache}); budget {a.budget}; G = {G}",
