@@ -207,7 +207,7 @@ def _check_sources(cfg: dict) -> None:
     """Difficulty sources: a proxy where an arm needs one, gold answers where an arm ranks by them, and adaptive
     scoring only for label sources (its rounds are allocated by graded pass rates)."""
     from .labelfree import SOURCES, split_arm
-    from .selection import POLICIES
+    from .selection import policy_of
 
     models = ", ".join(cfg["models"])
     if not any(m.get("train", True) for m in cfg["models"].values()):
@@ -216,7 +216,7 @@ def _check_sources(cfg: dict) -> None:
     if sc["proxy"] is not None and sc["proxy"] not in cfg["models"]:
         raise ConfigError(f"config field 'scoring.proxy': unknown model {sc['proxy']!r}; allowed: {models}")
     ranking = [(arm, split_arm(arm, sc["difficulty"])[1]) for arm in cfg["policies"]
-               if POLICIES[split_arm(arm)[0]].ranks]
+               if policy_of(arm).ranks]
     for arm, source in ranking:
         if SOURCES[source].proxy and sc["proxy"] is None:
             raise ConfigError(f"config field 'scoring.proxy' is required by arm {arm!r} (difficulty source {source}); "

@@ -287,11 +287,13 @@ def jobs(config: dict) -> list[Job]:
     for d in config["datasets"]:
         splits = ["test"] if config["datasets"][d]["eval_only"] else ["pool", "test"]
         out += [Job("prepare", f"{d}_{s}", dataset=d) for s in splits]
-    for m, spec in config["models"].items():
-        if "bootstrap" in spec and (m in plan.scored_models(config) or m in plan.trained_models(config)):
-            out.append(Job("bootstrap_model", m, m, spec["bootstrap"]["dataset"], size_b=model_size_b(config, m)))
     scored, trained = plan.scored_models(config), plan.trained_models(config)
-    for m in [m for m in config["models"] if m in scored or m in trained]:
+    used = [m for m in config["models"] if m in scored or m in trained]
+    for m in used:
+        spec = config["models"][m]
+        if "bootstrap" in spec:
+            out.append(Job("bootstrap_model", m, m, spec["bootstrap"]["dataset"], size_b=model_size_b(config, m)))
+    for m in used:
         for d in trainable:
             if m in scored:
                 out.append(_gen_job(config, "score", NAMES["score"].format(model=m, dataset=d), m, d,

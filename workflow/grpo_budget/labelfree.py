@@ -7,7 +7,7 @@ nothing: it never counts toward a majority, and in the entropy each one is an an
 samples are all unparseable has agreement 0 and no majority. A tie for the majority keeps the answer seen first and
 is flagged (``majority_tied``). Agreement is used as a pseudo pass rate: its counts (``n_agree`` of ``n_samples``)
 take the place of the graded ones, so every policy ranks by it unchanged. Its known failure: a confident wrong
-majority ranks a hard item as easy (:func:`calibration` measures how often).
+majority ranks a hard item as easy (:func:`confident_wrong` measures how often).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from . import stats
+from .errors import UserError
 
 
 @dataclass(frozen=True)
@@ -114,19 +115,15 @@ def ranking_counts(scores: pd.DataFrame, source: str) -> pd.DataFrame:
     (``n_agree`` of ``n_samples``) in place of the graded ones and the empirical-Bayes columns refitted to them."""
     if SOURCES[source].labels:
         if scores["pass_rate"].isna().any():
-            raise ValueError(f"difficulty source {source!r} needs gold answers, and the pool has items without "
-                             "them; use agreement or proxy_agreement")
+            raise UserError(f"difficulty source {source!r} needs gold answers, and the pool has items without "
+                            "them; use agreement or proxy_agreement")
         return scores
     if "n_agree" not in scores.columns:
-        raise ValueError("the score table has no agreement columns (scored before label-free difficulty): "
-                         "re-run its score job")
-    k = scores["n_agree"].to_numpy(float)
-    n = scores["n_samples"].to_numpy(float)
-    a, b = stats.fit_beta_prior(k, n)
-    post = stats.beta_posterior(k, n, a, b)
-    return scores.assign(n_correct=k.astype(int), pass_rate=scores["agreement"], pass_rate_eb=post["mean"].to_numpy(),
-                         pass_rate_eb_lo=post["lo"].to_numpy(), pass_rate_eb_hi=post["hi"].to_numpy(),
-                         eb_prior_a=a, eb_prior_b=b)
+        raise UserError("the score table has no agreement columns (scored before label-free difficulty): "
+                        "re-run its score job")
+    from .scoring import with_posterior  # the score table's own posterior, refitted to the agreement counts
+
+    return with_posterior(scores.assign(n_correct=scores["n_agree"].astype(int), pass_rate=scores["agreement"]))
 
 
 def labels_bought(subset: pd.DataFrame) -> dict:

@@ -110,7 +110,7 @@ POLICIES: dict[str, Policy] = {
 
 def fixed_size(arm: str) -> bool:
     """Whether an arm's policy sets its own size, so that the budget does not apply (one run per grid point)."""
-    return POLICIES[labelfree.split_arm(arm)[0]].size is not None
+    return policy_of(arm).size is not None
 
 
 def arm_names() -> list[str]:

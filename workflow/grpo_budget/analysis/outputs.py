@@ -46,11 +46,10 @@ def _several_budgets(config: dict) -> bool:
 
 def _label_free(config: dict) -> bool:
     """An arm ranks by a label-free or proxy source, or a proxy is configured."""
-    from ..labelfree import split_arm
+    from ..plan import arm_source
 
-    sc = config["scoring"]
-    return sc.get("proxy") is not None or any(split_arm(a, sc.get("difficulty", "labels"))[1] != "labels"
-                                              for a in config["policies"])
+    return config["scoring"].get("proxy") is not None or any(arm_source(config, a) != "labels"
+                                                              for a in config["policies"])
 
 
 # Conditions an output can be built under (``Output.when``).

@@ -548,7 +548,7 @@ def label_free_calibration(runs: Listing, settings: Analysis | dict) -> pd.DataF
     from ..selection import difficulty, select
 
     s = as_settings(settings)
-    proxies = {(p.dataset): p.path for p in runs.proxy_scores}
+    proxies = {p.dataset: p.path for p in runs.proxy_scores}
     budgets = sorted({r.budget for r in runs.runs if r.budget != FULL_LABEL}, key=lambda b: float(parse_budget(b)))
     seed = min((r.seed for r in runs.runs), default=0)
     cols = ["id", "n_samples", "n_correct", "pass_rate", "pass_rate_eb", "answers", "correct", "majority_answer",
@@ -566,6 +566,9 @@ def label_free_calibration(runs: Listing, settings: Analysis | dict) -> pd.DataF
             proxy = proxy.reset_index()
             signals.update(proxy=proxy, proxy_agreement=ranking_counts(proxy, "agreement"))
         key = {"model": sc.model, "dataset": sc.dataset}
+        # The label-selected subsets every source is compared with, once per budget and policy.
+        wanted = {(budget, policy): set(select(gold, policy, parse_budget(budget), seed)["id"])
+                  for budget in budgets for policy in CALIBRATED_POLICIES}
         for source, table in signals.items():
             values = -gold["answer_entropy"].to_numpy(float) if source == "answer_entropy" else difficulty(table)
             rho, lo, hi = spearman_ci(values, truth, min(s.n_boot, 1000), s.seed, s.level)
@@ -573,14 +576,10 @@ def label_free_calibration(runs: Listing, settings: Analysis | dict) -> pd.DataF
                          "items": len(gold)})
             if table is None:
                 continue
-            for budget in budgets:
-                for policy in CALIBRATED_POLICIES:
-                    n_budget = parse_budget(budget)
-                    want = set(select(gold, policy, n_budget, seed)["id"])
-                    got = set(select(table, policy, n_budget, seed)["id"])
-                    rows.append({**key, "source": source, "measure": "overlap", "at": f"{policy} @ {budget}",
-                                 "value": len(want & got) / len(want), "lo": np.nan, "hi": np.nan,
-                                 "items": len(want)})
+            for (budget, policy), want in wanted.items():
+                got = set(select(table, policy, parse_budget(budget), seed)["id"])
+                rows.append({**key, "source": source, "measure": "overlap", "at": f"{policy} @ {budget}",
+                             "value": len(want & got) / len(want), "lo": np.nan, "hi": np.nan, "items": len(want)})
         for source, table in (("agreement", gold), ("proxy_agreement", proxy)):
             if table is None:
                 continue
