@@ -24,6 +24,7 @@ wildcard_constraints:
 
 include: "workflow/rules/prepare.smk"
 include: "workflow/rules/score.smk"
+include: "workflow/rules/select.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/aggregate.smk"

@@ -27,17 +27,20 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from grpo_budget import adaptive, config, scoring, selection
-from grpo_budget.generation import Sampling, from_settings
+from grpo_budget.digest import model_digest
+from grpo_budget.experiment import config
+from grpo_budget.experiment.settings import Adaptive, Generation
+from grpo_budget.generation import sample
+from grpo_budget.generation.backends import Sampling, from_settings
 from grpo_budget.io import read_parquet, write_parquet
-from grpo_budget.settings import Adaptive, Generation
-from grpo_budget.training import model_digest
+from grpo_budget.score import scoring
+from grpo_budget.select import policies, posterior
 
 POLICIES = ["hard", "medium", "easy", "learnable"]
 
 
 def counts_table(k: np.ndarray, n: np.ndarray) -> pd.DataFrame:
-    t = adaptive.posterior_table(k, n)
+    t = posterior.posterior_table(k, n)
     return t.assign(id=np.arange(len(t)), pass_rate=t["n_correct"] / t["n_samples"])
 
 
@@ -45,7 +48,7 @@ def membership(table: pd.DataFrame, policy: str, budget: float, G: int, draws: i
     """Each item's share of ``draws`` seeded tie-breaks in which ``policy`` buys it."""
     share = np.zeros(len(table))
     for seed in range(draws):
-        share[selection.select(table, policy, budget, seed, group_size=G)["id"].to_numpy()] += 1
+        share[policies.select(table, policy, budget, seed, group_size=G)["id"].to_numpy()] += 1
     return share / draws
 
 
@@ -53,7 +56,7 @@ def overlaps(k: np.ndarray, n: np.ndarray, ref: dict, ref_rate: np.ndarray, budg
     table = counts_table(k, n)
     out = {}
     for policy in POLICIES:
-        chosen = selection.select(table, policy, budget, 0, group_size=G)["id"].to_numpy()
+        chosen = policies.select(table, policy, budget, 0, group_size=G)["id"].to_numpy()
         out[policy] = (float(ref[policy][chosen].sum() / len(chosen)), float(ref_rate[chosen].mean()))
     return out
 
@@ -77,7 +80,7 @@ def embedded(results: str, config_path: str) -> SimpleNamespace:
     return SimpleNamespace(results=Path(results), ds_name=ds_name, dataset=cfg["datasets"][ds_name], g=g,
                            pool=read_parquet(Path(results) / "data" / ds_name / "pool.parquet"),
                            model=str(Path(results) / "models" / next(iter(cfg["models"]))),
-                           G=cfg["training"]["num_generations"])
+                           G=cfg["training"]["num_generations"], rounding=cfg["budget_rounding"])
 
 
 def reference(e: SimpleNamespace, k: int, seed: int) -> tuple[pd.DataFrame, Path]:
@@ -88,7 +91,7 @@ def reference(e: SimpleNamespace, k: int, seed: int) -> tuple[pd.DataFrame, Path
     cache = e.results / "perf" / f"adaptive_reference-{key}.parquet"
     if cache.exists():
         return read_parquet(cache), cache
-    ref = scoring.sample_and_grade(from_settings(e.model, e.g), e.pool, e.dataset,
+    ref = sample.sample_and_grade(from_settings(e.model, e.g), e.pool, e.dataset,
                                    replace(Sampling.of(e.g), n=k, seed=seed))
     write_parquet(ref[["id", "n_samples", "n_correct", "pass_rate"]], cache)
     return ref, cache
@@ -125,7 +128,7 @@ def main() -> None:
     fixed = [int(x) for x in a.fixed.split(",")]
     runs: dict[int, list] = {K: [] for K in fixed}
     for r in range(a.replicates):
-        draw = scoring.sample_and_grade(gen, pool, dataset, replace(Sampling.of(g), n=max(fixed), seed=r))
+        draw = sample.sample_and_grade(gen, pool, dataset, replace(Sampling.of(g), n=max(fixed), seed=r))
         correct = np.array([np.asarray(c, dtype=int) for c in draw["correct"]])
         for K in fixed:
             runs[K].append((K * len(pool), overlaps(correct[:, :K].sum(1), np.full(len(pool), K), ref_sets,
@@ -139,7 +142,7 @@ def main() -> None:
         s = Adaptive(int(first), int(step), int(mx), float(conf), float(mean), float(tol))
         for only in POLICIES[:3] + [None]:  # each policy's cut alone, then every policy's at once
             cuts = {"policies": [only] if only else POLICIES, "budgets": [a.budget],
-                    "rounding": cfg["budget_rounding"], "group_size": G}
+                    "rounding": e.rounding, "group_size": G}
             runs_a = []
             for r in range(a.replicates):
                 folder = Path(tempfile.mkdtemp()) / "rounds"

@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from grpo_budget import config as config_mod  # noqa: E402
-from grpo_budget import cost  # noqa: E402
+from grpo_budget.cluster import cost  # noqa: E402
+from grpo_budget.experiment import config as config_mod  # noqa: E402
 
 CHECKED = ("score", "train", "evaluate")  # the stages the plan must predict within TOLERANCE
 TOLERANCE = 0.30

@@ -26,11 +26,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
 from adaptive_scoring import embedded, reference  # noqa: E402  (perf/, beside this script)
-from grpo_budget import labelfree  # noqa: E402
-from grpo_budget.generation import Sampling, from_settings  # noqa: E402
-from grpo_budget.scoring import sample_and_grade, with_posterior  # noqa: E402
-from grpo_budget.selection import difficulty, select  # noqa: E402
-from grpo_budget.settings import Generation  # noqa: E402
+
+from grpo_budget.aggregate import calibration
+from grpo_budget.experiment.settings import Generation  # noqa: E402
+from grpo_budget.generation.backends import Sampling, from_settings  # noqa: E402
+from grpo_budget.generation.sample import sample_and_grade
+from grpo_budget.score import agreement
+from grpo_budget.select import sources  # noqa: E402
+from grpo_budget.select.policies import difficulty, select  # noqa: E402
+from grpo_budget.select.posterior import with_posterior
 
 POLICIES = ("hard", "medium", "easy", "learnable")
 
@@ -49,7 +53,7 @@ def first_k(graded: pd.DataFrame, k: int) -> pd.DataFrame:
     t = pd.DataFrame({"id": graded["id"], "answers": answers, "correct": correct, "n_samples": k,
                       "n_correct": correct.map(sum).astype(int)})
     t["pass_rate"] = t["n_correct"] / k
-    return with_posterior(pd.concat([t, labelfree.agreement_columns(answers)], axis=1))
+    return with_posterior(pd.concat([t, agreement.agreement_columns(answers)], axis=1))
 
 
 def main() -> int:
@@ -83,19 +87,19 @@ def main() -> int:
     rows = []
     for k in ks:
         tables = {"labels": first_k(draws["model"], k)}
-        tables["agreement"] = labelfree.ranking_counts(tables["labels"], "agreement")
+        tables["agreement"] = sources.ranking_counts(tables["labels"], "agreement")
         if "proxy" in draws:
             tables["proxy"] = first_k(draws["proxy"], k)
-            tables["proxy_agreement"] = labelfree.ranking_counts(tables["proxy"], "agreement")
+            tables["proxy_agreement"] = sources.ranking_counts(tables["proxy"], "agreement")
         for source, t in tables.items():
-            rho, lo, hi = labelfree.spearman_ci(difficulty(t), truth, a.n_boot, 0)
+            rho, lo, hi = calibration.spearman_ci(difficulty(t), truth, a.n_boot, 0)
             row = {"K": k, "source": source, "rho": rho, "lo": lo, "hi": hi}
             for p in POLICIES:
                 got = set(select(t, p, a.budget, 0, group_size=G)["id"])
                 row[p] = len(got & wanted[p]) / len(wanted[p])
             rows.append(row)
         ent = -tables["labels"]["answer_entropy"].to_numpy(float)
-        rho, lo, hi = labelfree.spearman_ci(ent, truth, a.n_boot, 0)
+        rho, lo, hi = calibration.spearman_ci(ent, truth, a.n_boot, 0)
         rows.append({"K": k, "source": "answer_entropy", "rho": rho, "lo": lo, "hi": hi})
     out = pd.DataFrame(rows)
     print(f"\nSpearman rho with the K={a.ref_k} reference pass rate [95% interval], and the overlap of each "

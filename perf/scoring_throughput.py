@@ -19,8 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from grpo_budget import framearith, generation, prompts
-from grpo_budget.generation import Sampling
+from grpo_budget.generation import backends, prompts
+from grpo_budget.generation.backends import Sampling
+from grpo_budget.prepare import framearith
 
 
 def tiny_model(path: str | None) -> str:
@@ -30,7 +31,7 @@ def tiny_model(path: str | None) -> str:
     built = Path("results/models/tiny")
     if (built / "config.json").exists():
         return str(built)
-    from grpo_budget import tinymodel
+    from grpo_budget.train import tinymodel
 
     out = Path(tempfile.mkdtemp()) / "tiny"
     tok = tinymodel.build_tokenizer(framearith.VOCAB)
@@ -48,7 +49,7 @@ def questions(model: str, n: int) -> list:
             for q in items["prompt"]]
 
 
-def measure(gen: generation.Generator, ps: list, sampling: Sampling, one_at_a_time: bool) -> dict:
+def measure(gen: backends.Generator, ps: list, sampling: Sampling, one_at_a_time: bool) -> dict:
     start = time.perf_counter()
     if one_at_a_time:
         out = [gen.generate([p], sampling)[0] for p in ps]
@@ -68,7 +69,7 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=20)
     ap.add_argument("--batch-size", type=int, default=1024, help="sequences per batched generate call")
     default = ["transformers", "vllm"] if importlib.util.find_spec("vllm") else ["transformers"]
-    ap.add_argument("--backends", nargs="+", default=default, choices=generation.BACKENDS,
+    ap.add_argument("--backends", nargs="+", default=default, choices=backends.BACKENDS,
                     help="default: both where vLLM imports, else transformers")
     ap.add_argument("--threads", type=int, default=None)
     a = ap.parse_args()
@@ -80,11 +81,11 @@ def main() -> None:
     ps = questions(model, a.prompts)
     sampling = Sampling(n=a.samples, temperature=1.0, top_p=1.0, max_new_tokens=a.max_new_tokens, seed=0)
     results = {"model": model, "prompts": a.prompts, "samples": a.samples, "max_new_tokens": a.max_new_tokens,
-               "device": generation.default_device()}
+               "device": backends.default_device()}
     for backend in a.backends:
         start = time.perf_counter()
-        gen = generation.make_generator(backend, model, batch_size=a.batch_size, progress=False) \
-            if backend == "transformers" else generation.make_generator(backend, model, enable_lora=False, max_lora_rank=16)
+        gen = backends.make_generator(backend, model, batch_size=a.batch_size, progress=False) \
+            if backend == "transformers" else backends.make_generator(backend, model, enable_lora=False, max_lora_rank=16)
         results[f"{backend}_start_s"] = round(time.perf_counter() - start, 1)  # vLLM: the engine's start-up
         gen.generate(ps[:2], sampling)  # warm-up (kernels, caches)
         results[f"{backend}_batched"] = measure(gen, ps, sampling, one_at_a_time=False)

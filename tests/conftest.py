@@ -20,7 +20,8 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A randomly initialised ~0.1M-parameter Llama with the frame-arithmetic tokenizer, saved to disk."""
-    from grpo_budget import framearith, tinymodel
+    from grpo_budget.prepare import framearith
+    from grpo_budget.train import tinymodel
 
     out = tmp_path_factory.mktemp("tiny-model")
     tok = tinymodel.build_tokenizer(framearith.VOCAB)

@@ -5,9 +5,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_budget import adaptive, framearith, scoring, selection, stats
-from grpo_budget.adaptive import Target
-from grpo_budget.settings import Adaptive
+from grpo_budget import stats
+from grpo_budget.experiment.settings import Adaptive
+from grpo_budget.prepare import framearith
+from grpo_budget.score import adaptive, scoring
+from grpo_budget.score.adaptive import Target
+from grpo_budget.select import policies, posterior
 
 
 def test_interval_of_a_contiguous_cut():
@@ -21,7 +24,7 @@ def test_interval_of_a_contiguous_cut():
 def test_items_tied_at_the_cut_sit_on_its_edge():
     # Four items tie at the lowest estimate; hard buys two of them: the cut passes through the tie.
     means = np.array([0.03, 0.03, 0.03, 0.03, 0.5, 0.6])
-    order = selection.difficulty_order(means, seed=0)
+    order = policies.difficulty_order(means, seed=0)
     lo, hi = adaptive.interval(means, order, order[:2])
     assert (lo, hi) == pytest.approx((0.0, 0.03))
 
@@ -78,7 +81,7 @@ def test_the_total_cap_serves_the_most_doubtful_first():
     capped = Adaptive(first=4, step=4, max_samples=32, confidence=0.9, mean_samples=4.5, tolerance=0.0)
     more = adaptive.allocation(k, n, capped, cut, 0)
     assert 0 < more.sum() <= 200 and set(np.flatnonzero(more)) <= set(np.flatnonzero(want))
-    d = adaptive.doubt(adaptive.posterior_table(k, n), cut, 0)
+    d = adaptive.doubt(posterior.posterior_table(k, n), cut, 0)
     assert d[more > 0].min() >= d[(want > 0) & (more == 0)].max()  # none left out was more in doubt
     spent = Adaptive(first=4, step=4, max_samples=32, confidence=0.9, mean_samples=4, tolerance=0.0)
     assert not adaptive.allocation(k, n, spent, cut, 0).any()  # the cap is spent: scoring is done
@@ -90,9 +93,9 @@ def test_chosen_items_of_a_narrow_window_stay_in_doubt():
     # items far from the window are settled outside.
     rates = np.linspace(0.02, 0.98, 300)
     k, n = np.round(rates * 8).astype(int), np.full(300, 8)
-    d = adaptive.doubt(adaptive.posterior_table(k, n), [Target("medium", 10)], seed=0)
-    table = adaptive.posterior_table(k, n)
-    order = selection.difficulty_order(table["pass_rate_eb"].to_numpy(), 0)
+    d = adaptive.doubt(posterior.posterior_table(k, n), [Target("medium", 10)], seed=0)
+    table = posterior.posterior_table(k, n)
+    order = policies.difficulty_order(table["pass_rate_eb"].to_numpy(), 0)
     chosen = order[145:155]
     assert (d[chosen] > 0.1).all()
     assert (d[(rates < 0.1) | (rates > 0.9)] < 0.1).all()
@@ -103,29 +106,29 @@ def test_a_tolerance_settles_items_at_the_cut():
     # through a tie: those items never settle on one side, but within a tolerance of 0.1 either side will do.
     k = np.round(np.linspace(0, 1, 200) * 32).astype(int)
     n = np.full(200, 32)
-    table = adaptive.posterior_table(k, n)
+    table = posterior.posterior_table(k, n)
     cut = [Target("hard", 10)]
     strict, lenient = adaptive.doubt(table, cut, 0), adaptive.doubt(table, cut, 0, tolerance=0.1)
-    at_cut = k == k[selection.difficulty_order(table["pass_rate_eb"].to_numpy(), 0)[9]]
+    at_cut = k == k[policies.difficulty_order(table["pass_rate_eb"].to_numpy(), 0)[9]]
     assert (strict[at_cut] > 0.1).any() and (lenient[at_cut] < 0.1).all()
     assert (lenient <= strict + 1e-12).all()
 
 
 def _scored(k, n):
-    t = adaptive.posterior_table(np.asarray(k), np.asarray(n))
+    t = posterior.posterior_table(np.asarray(k), np.asarray(n))
     return t.assign(id=[f"i{j}" for j in range(len(t))], pass_rate=t["n_correct"] / t["n_samples"])
 
 
 def test_learnable_policy_buys_the_mixed_items():
     # G = 8: an item at 4/8 is mixed in almost every group, one at 0/8 or 8/8 almost never.
     scores = _scored([0, 0, 8, 8, 4, 3, 5, 1], [8] * 8)
-    chosen = selection.select(scores, "learnable", 3, seed=0, group_size=8)
+    chosen = policies.select(scores, "learnable", 3, seed=0, group_size=8)
     assert set(chosen["n_correct"]) == {3, 4, 5}
-    exp = selection.learnable_scores(scores, 8)
-    a, b = selection.posterior(scores)
+    exp = policies.learnable_scores(scores, 8)
+    a, b = posterior.posterior(scores)
     assert exp == pytest.approx(stats.expected_learnable_beta(a, b, 8))
     with pytest.raises(ValueError, match="group size"):
-        selection.select(scores, "learnable", 3, seed=0)
+        policies.select(scores, "learnable", 3, seed=0)
 
 
 def test_eb_order_equals_the_pass_rate_order_at_fixed_k():
@@ -135,13 +138,13 @@ def test_eb_order_equals_the_pass_rate_order_at_fixed_k():
     without = with_eb.drop(columns=["pass_rate_eb"])
     for policy in ("hard", "medium", "easy"):
         for seed in (0, 1):
-            assert list(selection.select(with_eb, policy, 0.1, seed)["id"]) == \
-                list(selection.select(without, policy, 0.1, seed)["id"])
+            assert list(policies.select(with_eb, policy, 0.1, seed)["id"]) == \
+                list(policies.select(without, policy, 0.1, seed)["id"])
 
 
 def test_unequal_counts_rank_the_surer_zero_harder():
     scores = _scored([0, 0, 3], [32, 4, 8])
-    assert list(selection.select(scores, "hard", 1, seed=0)["id"]) == ["i0"]
+    assert list(policies.select(scores, "hard", 1, seed=0)["id"]) == ["i0"]
 
 
 class Killed(BaseException):
@@ -164,8 +167,8 @@ class KilledAfter:
 
 @pytest.mark.slow
 def test_a_killed_adaptive_job_resumes_from_its_last_completed_round(tmp_path, tiny_model_dir):
-    from grpo_budget.generation import from_settings
-    from grpo_budget.settings import Generation
+    from grpo_budget.experiment.settings import Generation
+    from grpo_budget.generation.backends import from_settings
 
     pool = framearith.generate(60, seed=0, width=4, min_ops=1, max_ops=3)
     dataset = {"grading": {"mode": "lenient", "pattern": r"=\s*(-?\d+)"}, "prompt": {"chat_template": False}}

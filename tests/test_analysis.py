@@ -7,16 +7,19 @@ import json
 import math
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from dataclasses import replace
-
-from grpo_budget import analysis, config, framearith, plan, stats, training
-from grpo_budget.analysis.outputs import OUTPUTS, names
+from grpo_budget import stats
+from grpo_budget.aggregate import run, tables
+from grpo_budget.aggregate.run import OUTPUTS, names
+from grpo_budget.experiment import config, plan
+from grpo_budget.prepare import framearith
+from grpo_budget.train import training
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "configs" / "tiny.yaml"
@@ -84,7 +87,7 @@ def _row(df: pd.DataFrame, **where) -> pd.Series:
 
 
 def test_summary_gains_by_hand(synthetic):
-    t = analysis.summary_table(synthetic, SETTINGS)
+    t = tables.summary_table(synthetic, SETTINGS)
     assert len(t) == 6  # 3 runs x 2 evaluation sets
     hard = _row(t, policy="hard", evalset="fa")
     assert hard["base_acc"] == pytest.approx(0.375) and hard["final_acc"] == pytest.approx(0.5625)
@@ -102,14 +105,14 @@ def test_summary_gains_by_hand(synthetic):
 
 
 def test_gains_over_seeds_mean_spread_and_interval(synthetic):
-    over = analysis.gains_over_seeds(synthetic, SETTINGS)
+    over = tables.gains_over_seeds(synthetic, SETTINGS)
     random = _row(over, policy="random", evalset="fa")
     assert random["n_seeds"] == 2 and random["gain_pts"] == pytest.approx(6.25)  # seeds: +0 and +12.5
     assert random["gain_sd"] == pytest.approx(np.std([0, 12.5], ddof=1))
     assert random["final_acc"] == pytest.approx((0.375 + 0.5) / 2)
     assert random["gain_lo"] < 6.25 < random["gain_hi"]
     hard = _row(over, policy="hard", evalset="fa")
-    per_seed = _row(analysis.summary_table(synthetic, SETTINGS), policy="hard", evalset="fa")
+    per_seed = _row(tables.summary_table(synthetic, SETTINGS), policy="hard", evalset="fa")
     assert (hard["gain_lo"], hard["gain_hi"]) == pytest.approx((per_seed["gain_lo"], per_seed["gain_hi"]))
     assert np.isnan(hard["gain_sd"])
 
@@ -125,7 +128,7 @@ def test_two_stage_interval_covers_seed_spread():
 
 
 def test_difficulty_by_tier_by_hand(synthetic):
-    t = analysis.difficulty_table(synthetic, SETTINGS)
+    t = tables.difficulty_table(synthetic, SETTINGS)
     fa = t[t["evalset"] == "fa"]
     assert set(fa["stratify_by"]) == {"n_ops"} and set(fa["tier"]) == {"n_ops 1", "n_ops 2"}
     one = _row(fa, policy="hard", tier="n_ops 1")
@@ -138,37 +141,37 @@ def test_difficulty_by_tier_by_hand(synthetic):
     other = t[(t["evalset"] == "other") & (t["policy"] == "hard")]
     assert list(other["tier"]) == ["0/4", "1/4", "2/4", "4/4"] and set(other["stratify_by"]) == {"base pass rate"}
     assert list(other["final_acc"]) == pytest.approx([0.25, 0.25, 0.75, 1.0])
-    over = analysis.difficulty_table(synthetic, SETTINGS, over_seeds=True)
+    over = tables.difficulty_table(synthetic, SETTINGS, over_seeds=True)
     r2 = _row(over, policy="random", evalset="fa", tier="n_ops 2")
     assert r2["n_seeds"] == 2 and r2["final_acc"] == pytest.approx((0.125 + 0.5) / 2)
 
 
 def test_difficulty_tiers_configurable(synthetic):
-    by_rate = analysis.difficulty_table(synthetic, {**SETTINGS, "stratify_by": {"fa": "base_pass_rate"}})
+    by_rate = tables.difficulty_table(synthetic, {**SETTINGS, "stratify_by": {"fa": "base_pass_rate"}})
     fa = by_rate[(by_rate["evalset"] == "fa") & (by_rate["policy"] == "hard")]
     assert list(fa["tier"]) == ["0/2", "1/2", "2/2"] and list(fa["n_items"]) == [4, 2, 2]
     assert list(fa["base_acc"]) == pytest.approx([0, 0.5, 1])
     assert list(fa["final_acc"]) == pytest.approx([0.125, 1.0, 1.0])  # t3, t5, t6, t7 | t2, t4 | t0, t1
     with pytest.raises(ValueError, match="no column 'level'"):
-        analysis.difficulty_table(synthetic, {**SETTINGS, "stratify_by": "level"})
+        tables.difficulty_table(synthetic, {**SETTINGS, "stratify_by": "level"})
 
 
 def test_tiers_quartiles_and_missing():
     test = pd.DataFrame({"id": [f"x{i}" for i in range(12)], "level": [float(i) for i in range(11)] + [np.nan]})
-    tier, order, source = analysis.tiers(test, pd.DataFrame(), "auto")
+    tier, order, source = tables.tiers(test, pd.DataFrame(), "auto")
     assert source == "level" and len(order) == 5 and order[-1] == "missing"
     assert tier["x11"] == "missing" and tier["x0"] == order[0] and tier["x10"] == order[3]
 
 
 def test_learnable_predicted_vs_observed(synthetic):
-    t = analysis.learnable_table(synthetic, SETTINGS)
+    t = tables.learnable_table(synthetic, SETTINGS)
     row = _row(t, policy="hard")
     assert row["predicted_pct"] == pytest.approx(25)  # p = 0, 0, .5, .5 with G = 2: 1 - p² - (1 - p)² = 0, 0, .5, .5
     assert (row["logged_steps"], row["window_steps"], row["window_groups"]) == (4, 2, 8)  # half of 4 steps, 4 groups each
     assert row["observed_first_pct"] == pytest.approx(37.5) and row["observed_all_pct"] == pytest.approx(18.75)
     assert row["diff_pts"] == pytest.approx(12.5)
     assert row["observed_lo"] < 25 < row["observed_hi"] and row["predicted_in_interval"]
-    t3 = analysis.learnable_table(synthetic, {**SETTINGS, "learnable_window": 1})
+    t3 = tables.learnable_table(synthetic, {**SETTINGS, "learnable_window": 1})
     assert _row(t3, policy="hard")["observed_first_pct"] == pytest.approx(50)
 
 
@@ -189,7 +192,7 @@ def test_posterior_learnable_matches_monte_carlo():
 
 
 def test_ood_pass_at_k_by_hand(synthetic):
-    t = analysis.ood_table(synthetic, SETTINGS)
+    t = tables.ood_table(synthetic, SETTINGS)
     assert set(t["evalset"]) == {"other"} and set(t["k"]) == {1, 4}
     p1 = _row(t, policy="hard", k=1)
     assert p1["base_acc"] == pytest.approx((0 + 0.25 + 0.5 + 1) / 4)
@@ -199,7 +202,7 @@ def test_ood_pass_at_k_by_hand(synthetic):
     assert p4["gain_pts"] == pytest.approx(25)
     k2 = stats.pass_at_k_items(pd.DataFrame({"n_samples": [4, 4, 4], "n_correct": [0, 1, 2]}), 2)
     assert list(k2) == pytest.approx([0, 1 - math.comb(3, 2) / math.comb(4, 2), 1 - math.comb(2, 2) / math.comb(4, 2)])
-    over = analysis.ood_table(synthetic, SETTINGS, over_seeds=True)
+    over = tables.ood_table(synthetic, SETTINGS, over_seeds=True)
     r4 = _row(over, policy="random", k=4)
     assert r4["n_seeds"] == 2 and r4["final_acc"] == pytest.approx((0.75 + 0.5) / 2)
 
@@ -207,13 +210,13 @@ def test_ood_pass_at_k_by_hand(synthetic):
 def test_ood_table_empty_without_ood_sets(synthetic, tmp_path):
     for r in synthetic.runs:
         del r.evals["other"]
-    assert analysis.ood_table(synthetic, SETTINGS).empty
-    analysis.run("ood", synthetic, [str(tmp_path / f"o.{x}") for x in ("csv", "md", "html")], SETTINGS)
+    assert tables.ood_table(synthetic, SETTINGS).empty
+    run.run("ood", synthetic, [str(tmp_path / f"o.{x}") for x in ("csv", "md", "html")], SETTINGS)
     assert "No dataset" in (tmp_path / "o.md").read_text()
 
 
 def test_curves_have_intervals(synthetic):
-    c = analysis.curves(synthetic, SETTINGS)
+    c = tables.curves(synthetic, SETTINGS)
     fa = c[(c["evalset"] == "fa")]
     base = _row(fa, policy="hard", step=0)
     assert base["accuracy"] == pytest.approx(0.375) and base["lo"] < 0.375 < base["hi"]
@@ -225,27 +228,27 @@ def test_curves_have_intervals(synthetic):
 
 def test_every_output_kind_writes_its_files(synthetic, tmp_path):
     out = tmp_path / "out"
-    analysis.run("summary", synthetic, [str(out / f) for f in ("s.csv", "s.md", "seeds.csv", "s.html")], SETTINGS)
+    run.run("summary", synthetic, [str(out / f) for f in ("s.csv", "s.md", "seeds.csv", "s.html")], SETTINGS)
     md = (out / "s.md").read_text()
     assert "| hard | 0.5 | 1 | 37.5 | 56.2 |" in md and "± 8.8" in md and "Largest gain: hard @ 0.5" in md
     assert len(pd.read_csv(out / "seeds.csv")) == 4 and "<table" in (out / "s.html").read_text()
     with_full = _with_full(synthetic, tmp_path / "full")  # steps_to_match needs a `full` arm
     for kind in names("table"):
-        analysis.run(kind, with_full, [str(out / f"{kind}.{x}") for x in ("csv", "md", "html")], SETTINGS)
+        run.run(kind, with_full, [str(out / f"{kind}.{x}") for x in ("csv", "md", "html")], SETTINGS)
         if kind == "label_free":  # no score tables here: tests/test_labelfree.py checks it on some
             assert "No pool here has gold answers" in (out / f"{kind}.md").read_text()
             continue
         assert len(pd.read_csv(out / f"{kind}.csv")) > 0 and "<table" in (out / f"{kind}.html").read_text()
     assert "| n_ops 2 | 4 | 12.5 | 37.5 (+25.0) |" in (out / "difficulty.md").read_text()
     with pytest.raises(ValueError, match="unknown aggregate output"):
-        analysis.run("figure-nope", synthetic, [str(out / "x.png")], SETTINGS)
+        run.run("figure-nope", synthetic, [str(out / "x.png")], SETTINGS)
 
 
 def test_figures_png_and_pdf(synthetic, tmp_path):
     synthetic = replace(synthetic, scores=[plan.ScoreFile("m", "fa", synthetic.runs[0].subset)])
     for kind in names("figure"):
         outs = [tmp_path / f"{kind}.png", tmp_path / f"{kind}.pdf"]
-        analysis.run(kind, synthetic, [str(p) for p in outs], SETTINGS)
+        run.run(kind, synthetic, [str(p) for p in outs], SETTINGS)
         assert outs[0].read_bytes()[:4] == b"\x89PNG" and outs[1].read_bytes()[:5] == b"%PDF-"
 
 
@@ -262,7 +265,7 @@ def test_learnable_from_a_real_trainer_log(tmp_path, tiny_model_dir):
     runs = plan.Listing(runs=[plan.RunFiles("m", "d", "random", "16", 0, str(tmp_path / "subset.parquet"),
                                             str(tmp_path / "log.parquet"), str(tmp_path / "manifest.json"), {})],
                         base=[], scores=[], tests={}, num_generations=4, prompts_per_step=4)
-    row = analysis.learnable_table(runs, {"learnable_window": 2}).iloc[0]
+    row = tables.learnable_table(runs, {"learnable_window": 2}).iloc[0]
     frac = log["frac_reward_zero_std"].dropna().to_numpy()
     assert (row["logged_steps"], row["window_steps"], row["window_groups"]) == (4, 2, 8)
     assert row["observed_all_pct"] == pytest.approx(100 * (1 - frac.mean()))
@@ -319,7 +322,7 @@ def test_tiny_workflow_tables_figures_and_report(tmp_path):
 def test_the_answer_names_only_distinguishable_differences():
     """hard > easy distinguishable, hard ≈ medium, medium ≈ easy: hard and medium share rank 1, and medium is not
     said to beat easy."""
-    from grpo_budget.analysis.render import answer_sentences
+    from grpo_budget.aggregate.render import answer_sentences
 
     def row(a, b, acc_a, acc_b, verdict):
         return {"model": "m", "dataset": "d", "evalset": "d", "budget": "0.1", "ood": False, "arm_a": a, "arm_b": b,
@@ -354,7 +357,7 @@ def _with_full(listing: plan.Listing, root: Path, full: dict = FULL, budget: str
 
 
 def test_steps_to_match_by_hand(synthetic, tmp_path):
-    t = analysis.tables.steps_to_match(_with_full(synthetic, tmp_path), SETTINGS)
+    t = run.tables.steps_to_match(_with_full(synthetic, tmp_path), SETTINGS)
     assert set(t["evalset"]) == {"fa"}  # no full arm tested on `other`
     assert list(zip(t["policy"], t["budget"])) == [("hard", "0.5"), ("random", "0.5")]
     F = np.array([FULL[s][8] for s in (0, 1)]) / 2
@@ -376,22 +379,22 @@ def test_steps_to_match_by_hand(synthetic, tmp_path):
 def test_steps_to_match_never_and_other_budgets(synthetic, tmp_path):
     # a stronger full arm: every item right at step 4 -> interval [1, 1]; no arm gets there
     strong = {0: {2: [1] * 8, 4: [2] * 8}}
-    t = analysis.tables.steps_to_match(_with_full(synthetic, tmp_path, strong), SETTINGS)
+    t = run.tables.steps_to_match(_with_full(synthetic, tmp_path, strong), SETTINGS)
     assert (t["full_lo"] == 1.0).all() and not t["matched"].any()
     for col in ("match_step", "match_fraction_of_own", "match_fraction_of_full", "acc_at_match"):
         assert t[col].isna().all()
     out = [str(tmp_path / f"m.{x}") for x in ("csv", "md", "html")]
-    analysis.run("steps_to_match", _with_full(synthetic, tmp_path / "again", strong), out, SETTINGS)
+    run.run("steps_to_match", _with_full(synthetic, tmp_path / "again", strong), out, SETTINGS)
     md = (tmp_path / "m.md").read_text()
     assert "| hard | 0.5 | 1 | 4 | 56.2 | never | – | – | – | 2: 50.0 · 4: 56.2 |" in md
     assert "Full data (full, 1 seed, step 4): 100.0% [100.0, 100.0]" in md
     # the reference is the `full` arm with budget label `all`
-    assert analysis.tables.steps_to_match(_with_full(synthetic, tmp_path / "b", budget="0.5"), SETTINGS).empty
+    assert run.tables.steps_to_match(_with_full(synthetic, tmp_path / "b", budget="0.5"), SETTINGS).empty
 
 
 def test_steps_to_match_writes_the_match(synthetic, tmp_path):
     out = [str(tmp_path / f"s.{x}") for x in ("csv", "md", "html")]
-    analysis.run("steps_to_match", _with_full(synthetic, tmp_path), out, SETTINGS)
+    run.run("steps_to_match", _with_full(synthetic, tmp_path), out, SETTINGS)
     md = (tmp_path / "s.md").read_text()
     assert "| hard | 0.5 | 1 | 4 | 56.2 | 2 | 50% | 25% | 50.0 | 2: 50.0 ✓ · 4: 56.2 |" in md
     assert "Full data (full, 2 seeds, step 8): 62.5%" in md and "<table" in (tmp_path / "s.html").read_text()
@@ -399,16 +402,16 @@ def test_steps_to_match_writes_the_match(synthetic, tmp_path):
 
 
 def test_steps_to_match_empty_without_a_full_arm(synthetic, tmp_path):
-    t = analysis.tables.steps_to_match(synthetic, SETTINGS)
+    t = run.tables.steps_to_match(synthetic, SETTINGS)
     assert t.empty and {"full_final_acc", "full_lo", "match_step", "match_fraction_of_full"} <= set(t.columns)
     out = [str(tmp_path / f"e.{x}") for x in ("csv", "md", "html")]
-    analysis.run("steps_to_match", synthetic, out, SETTINGS)
+    run.run("steps_to_match", synthetic, out, SETTINGS)
     assert "has no `full` arm" in (tmp_path / "e.md").read_text()
     assert list(pd.read_csv(tmp_path / "e.csv").columns) == list(t.columns)
 
 
 def test_difficulty_truncated_share_per_tier(synthetic, tmp_path):
-    t = analysis.difficulty_table(synthetic, SETTINGS)
+    t = tables.difficulty_table(synthetic, SETTINGS)
     assert t["truncated_share"].isna().all() and t["base_truncated_share"].isna().all()  # no n_truncated column
     base = _eval(IDS, {0: BASE_CORRECT}, 2).assign(n_truncated=[0, 0, 1, 2, 0, 0, 1, 1])
     base.to_parquet(synthetic.base[0].path)
@@ -418,15 +421,15 @@ def test_difficulty_truncated_share_per_tier(synthetic, tmp_path):
         ev["n_truncated"] = 0
         ev.loc[ev["step"] == 4, "n_truncated"] = cut[(r.policy, r.seed)]
         ev.to_parquet(r.evals["fa"])
-    t = analysis.difficulty_table(synthetic, SETTINGS)
+    t = tables.difficulty_table(synthetic, SETTINGS)
     hard1, hard2 = _row(t, policy="hard", evalset="fa", tier="n_ops 1"), _row(t, policy="hard", evalset="fa", tier="n_ops 2")
     assert (hard1["base_truncated_share"], hard1["truncated_share"]) == pytest.approx((3 / 8, 0))  # of 4 items × 2
     assert (hard2["base_truncated_share"], hard2["truncated_share"]) == pytest.approx((2 / 8, 4 / 8))
     assert np.isnan(_row(t, policy="hard", evalset="other", tier="0/4")["truncated_share"])  # files without it
-    over = analysis.difficulty_table(synthetic, SETTINGS, over_seeds=True)
+    over = tables.difficulty_table(synthetic, SETTINGS, over_seeds=True)
     assert _row(over, policy="random", evalset="fa", tier="n_ops 1")["truncated_share"] == pytest.approx(2 / 16)
     out = [str(tmp_path / f"d.{x}") for x in ("csv", "md", "html")]
-    analysis.run("difficulty", synthetic, out, SETTINGS)
+    run.run("difficulty", synthetic, out, SETTINGS)
     md = (tmp_path / "d.md").read_text()
     assert ("| tier | items | base % | hard @ 0.5 | random @ 0.5 | base truncated % | hard @ 0.5 truncated % "
             "| random @ 0.5 truncated % |") in md

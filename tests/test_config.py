@@ -1,14 +1,13 @@
 """Config schema: each bad config is refused with a message that names the field and the allowed values."""
 
 import copy
-from pathlib import Path
-
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
 
-from grpo_budget import config
+from grpo_budget.experiment import config, schema
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = yaml.safe_load((ROOT / "config.yaml").read_text())
@@ -17,7 +16,7 @@ DEFAULT = yaml.safe_load((ROOT / "config.yaml").read_text())
 def bad(**changes):
     cfg = copy.deepcopy(DEFAULT)
     cfg.update(changes)
-    with pytest.raises(config.ConfigError) as e:
+    with pytest.raises(schema.ConfigError) as e:
         config.validate(cfg)
     return str(e.value)
 
@@ -56,7 +55,7 @@ def test_budget_above_pool_size():
 def test_missing_models_and_datasets():
     cfg = copy.deepcopy(DEFAULT)
     del cfg["models"]
-    with pytest.raises(config.ConfigError, match="'models' is a required property"):
+    with pytest.raises(schema.ConfigError, match="'models' is a required property"):
         config.validate(cfg)
     assert "'models'" in bad(models={})
     assert "datasets" in bad(datasets={})
@@ -65,11 +64,11 @@ def test_missing_models_and_datasets():
 def test_unknown_dataset_references():
     cfg = copy.deepcopy(DEFAULT)
     cfg["models"]["tiny"]["bootstrap"]["dataset"] = "nope"
-    with pytest.raises(config.ConfigError, match=r"models\.tiny\.bootstrap\.dataset.*'nope'.*allowed: framearith"):
+    with pytest.raises(schema.ConfigError, match=r"models\.tiny\.bootstrap\.dataset.*'nope'.*allowed: framearith"):
         config.validate(cfg)
     cfg = copy.deepcopy(DEFAULT)
     cfg["datasets"]["framearith"]["ood"] = ["aime2025"]
-    with pytest.raises(config.ConfigError, match=r"datasets\.framearith\.ood\[0\].*'aime2025'.*allowed: framearith"):
+    with pytest.raises(schema.ConfigError, match=r"datasets\.framearith\.ood\[0\].*'aime2025'.*allowed: framearith"):
         config.validate(cfg)
 
 
@@ -86,7 +85,7 @@ def test_unknown_backend_and_grading_mode():
     assert "'transformers', 'vllm'" in bad(backend="sglang")
     cfg = copy.deepcopy(DEFAULT)
     cfg["datasets"]["framearith"]["grading"]["mode"] = "fuzzy"
-    with pytest.raises(config.ConfigError, match=r"grading\.mode.*'strict', 'lenient'"):
+    with pytest.raises(schema.ConfigError, match=r"grading\.mode.*'strict', 'lenient'"):
         config.validate(cfg)
 
 

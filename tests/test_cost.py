@@ -8,8 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from grpo_budget import cli, config, cost
-from grpo_budget.settings import Cost
+from grpo_budget import cli
+from grpo_budget.cluster import cost
+from grpo_budget.experiment import config
+from grpo_budget.experiment.settings import Cost
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "configs" / "tiny.yaml"
@@ -148,7 +150,7 @@ def test_generation_time_splits_by_its_log_lines(tmp_path):
             log = tmp_path / "logs" / j.rule / f"{j.name}.log"
             log.parent.mkdir(parents=True, exist_ok=True)
             work = 0.01 * j.passes + j.work / 4000
-            log.write_text("".join(f"INFO grpo_budget.scoring: generated 8 completions in {work / 2:.6f} s\n"
+            log.write_text("".join(f"INFO grpo_budget.score.scoring: generated 8 completions in {work / 2:.6f} s\n"
                                    for _ in range(2)))
     rate = cost.fit_rates(cost.measurements([str(tmp_path)]))[("generate", cost.model_size_b(cfg, "tiny"))]
     assert (rate.startup, rate.per_pass, rate.per_token) == pytest.approx((7.0, 0.01, 1 / 4000), rel=0.01)

@@ -6,8 +6,10 @@ import logging
 import pandas as pd
 import pytest
 
-from grpo_budget import config, framearith, training
-from grpo_budget.settings import Training
+from grpo_budget.experiment import schema
+from grpo_budget.experiment.settings import Training
+from grpo_budget.prepare import framearith
+from grpo_budget.train import training
 
 DATASET = {"grading": {"mode": "lenient", "pattern": r"=\s*(-?\d+)"}, "prompt": {"chat_template": False}}
 SETTINGS = {"num_generations": 2, "prompts_per_step": 4, "max_steps": 50, "save_steps": 7,
@@ -50,9 +52,9 @@ def test_fields_are_optional_and_validated():
     assert (t.epochs, t.checkpoints) == (None, None)
     assert (Training.from_dict({"epochs": 2, "checkpoints": 4}).epochs, Training.from_dict({"epochs": 0.5}).epochs) \
         == (2, 0.5)
-    with pytest.raises(config.ConfigError, match="epochs"):
+    with pytest.raises(schema.ConfigError, match="epochs"):
         Training.from_dict({"epochs": 0})
-    with pytest.raises(config.ConfigError, match="checkpoints"):
+    with pytest.raises(schema.ConfigError, match="checkpoints"):
         Training.from_dict({"checkpoints": 0})
 
 
@@ -110,7 +112,7 @@ def test_arms_of_different_sizes_train_for_their_own_length(tmp_path, tiny_model
 
     # more epochs on the small arm resume from its last checkpoint (constant LR): 2.5 epochs -> 10 steps
     arm = tmp_path / "arm16"
-    with caplog.at_level(logging.WARNING, logger="grpo_budget.training"):
+    with caplog.at_level(logging.WARNING, logger="grpo_budget.train.training"):
         longer = training.train(arm / "subset.parquet", str(tiny_model_dir), arm / "ck", arm / "log.parquet",
                                 arm / "manifest.json", {**settings, "epochs": 2.5, "checkpoints": 2}, DATASET, seed=0)
     assert (longer["resumed_from_step"], longer["final_step"], longer["planned_checkpoints"]) == (6, 10, [5, 10])

@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from grpo_budget import config, prepare
 from grpo_budget.errors import UserError
+from grpo_budget.experiment import config, schema
+from grpo_budget.prepare import splits
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = yaml.safe_load((ROOT / "config.yaml").read_text())
@@ -38,7 +39,7 @@ def one_line_error(out: subprocess.CompletedProcess, *needles: str) -> str:
 def refused(tmp_path: Path, cfg: dict, *needles: str) -> str:
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    with pytest.raises(config.ConfigError) as e:
+    with pytest.raises(schema.ConfigError) as e:
         config.load(path)
     for needle in needles:
         assert needle in str(e.value), (needle, str(e.value))
@@ -85,7 +86,7 @@ def test_a_budget_below_one_training_step(tmp_path):
 def test_an_empty_pool_is_one_line():
     ds = config.validate(copy.deepcopy(DEFAULT))["datasets"]["framearith"]
     with pytest.raises(UserError, match="split has no items"):
-        prepare.build({**ds, "filter": {"n_ops": [99]}})
+        splits.build({**ds, "filter": {"n_ops": [99]}})
 
 
 # --- 5. one line, not a traceback ------------------------------------------------------------------------------

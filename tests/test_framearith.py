@@ -1,7 +1,7 @@
 """The built-in frame-arithmetic generator: deterministic, disjoint, answers re-derived independently."""
 
-from grpo_budget import framearith
-from grpo_budget.prepare import build_builtin
+from grpo_budget.prepare import framearith
+from grpo_budget.prepare.splits import build_builtin
 
 
 def resimulate(prompt: str) -> tuple[list[int], int]:

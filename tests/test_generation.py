@@ -5,25 +5,25 @@ from types import SimpleNamespace
 
 import pytest
 
-from grpo_budget import generation, prompts
 from grpo_budget.errors import UserError
-from grpo_budget.generation import Completion, Sampling
+from grpo_budget.generation import backends, prompts
+from grpo_budget.generation.backends import Completion, Sampling
 
 
 def test_transformers_backend_shapes_and_reproducibility(tiny_model_dir):
-    gen = generation.make_generator("transformers", str(tiny_model_dir), device="cpu", batch_size=8, progress=False)
+    gen = backends.make_generator("transformers", str(tiny_model_dir), device="cpu", batch_size=8, progress=False)
     ps = ["+1 +2 . . ?", "-3 . . . ?", "+9 +9 +9 . ?"]
     s = Sampling(n=3, temperature=1.0, top_p=1.0, max_new_tokens=5, seed=11)
     a, b = gen.generate(ps, s), gen.generate(ps, s)
     assert [len(x) for x in a] == [3, 3, 3]
     assert a == b  # same seed, same samples, whatever batch size
     assert all(1 <= c.n_tokens <= 5 and isinstance(c.text, str) for x in a for c in x)
-    other = generation.make_generator("transformers", str(tiny_model_dir), device="cpu", batch_size=3, progress=False)
+    other = backends.make_generator("transformers", str(tiny_model_dir), device="cpu", batch_size=3, progress=False)
     assert [len(x) for x in other.generate(ps, s)] == [3, 3, 3]
 
 
 def test_prompts_tokenized_like_trl(tiny_model_dir):
-    tok = generation.load_tokenizer(str(tiny_model_dir))
+    tok = backends.load_tokenizer(str(tiny_model_dir))
     ids = prompts.tokenize(tok, "+1 +2 . . ?")
     assert ids == tok(text="+1 +2 . . ?")["input_ids"] and len(ids) == 5
     assert prompts.build("Q", "Do it.", chat=True) == [{"role": "user", "content": "Q\n\nDo it."}]
@@ -32,23 +32,23 @@ def test_prompts_tokenized_like_trl(tiny_model_dir):
 
 def test_unknown_backend():
     with pytest.raises(ValueError, match="allowed: transformers, vllm"):
-        generation.make_generator("sglang", "x")
+        backends.make_generator("sglang", "x")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
 def test_vllm_backend_without_vllm_fails_clearly():
     with pytest.raises(UserError, match="vLLM is not installed"):
-        generation.make_generator("vllm", "some/model")
+        backends.make_generator("vllm", "some/model")
 
 
 def test_vllm_sampling_params_always_set_max_tokens():
-    kw = generation.vllm_sampling_kwargs(Sampling(n=10, temperature=1.0, top_p=1.0, max_new_tokens=250, seed=3))
+    kw = backends.vllm_sampling_kwargs(Sampling(n=10, temperature=1.0, top_p=1.0, max_new_tokens=250, seed=3))
     assert kw == {"n": 10, "temperature": 1.0, "top_p": 1.0, "max_tokens": 250, "seed": 3}
-    assert generation.vllm_sampling_kwargs(Sampling(n=1, temperature=0.0, top_p=0.9, max_new_tokens=8, seed=0))["top_p"] == 1.0
+    assert backends.vllm_sampling_kwargs(Sampling(n=1, temperature=0.0, top_p=0.9, max_new_tokens=8, seed=0))["top_p"] == 1.0
 
 
 def test_vllm_engine_kwargs_enable_lora_with_rank():
-    kw = generation.vllm_engine_kwargs(True, 32, {"gpu_memory_utilization": 0.8})
+    kw = backends.vllm_engine_kwargs(True, 32, {"gpu_memory_utilization": 0.8})
     assert kw["enable_lora"] and kw["max_lora_rank"] == 32 and kw["gpu_memory_utilization"] == 0.8
 
 
@@ -58,7 +58,7 @@ def test_parse_vllm_output():
         SimpleNamespace(text=" 7 0 = 0", token_ids=[5, 6, 7, 1], finish_reason="stop", stop_reason=None),  # 1 = EOS
         SimpleNamespace(text="7 0 5 4", token_ids=[5, 6, 7, 9], finish_reason="length", stop_reason=None),
     ])
-    assert generation.parse_vllm_output(out) == [Completion("7 0 = 0", 4, True), Completion("7 0 5 4", 4, False)]
+    assert backends.parse_vllm_output(out) == [Completion("7 0 = 0", 4, True), Completion("7 0 5 4", 4, False)]
 
 
 def test_prompt_template_puts_the_question_in_verbatim():
@@ -72,10 +72,10 @@ def test_prompt_template_puts_the_question_in_verbatim():
 def test_top_k_left_to_the_model_as_hf_generate_does():
     """Paper 1 sampled with HF generate and no top_k: the model's generation_config value applies (20 for Qwen3)."""
     base = dict(n=2, temperature=1.0, top_p=1.0, max_new_tokens=8, seed=0)
-    assert generation.vllm_sampling_kwargs(Sampling(**base, top_k=None), model_top_k=20)["top_k"] == 20
-    assert "top_k" not in generation.vllm_sampling_kwargs(Sampling(**base, top_k=0))  # no cut: vLLM's default
-    assert generation.vllm_sampling_kwargs(Sampling(**base, top_k=5), model_top_k=20)["top_k"] == 5
-    assert "top_k" not in generation.vllm_sampling_kwargs(Sampling(**base, top_k=None))
+    assert backends.vllm_sampling_kwargs(Sampling(**base, top_k=None), model_top_k=20)["top_k"] == 20
+    assert "top_k" not in backends.vllm_sampling_kwargs(Sampling(**base, top_k=0))  # no cut: vLLM's default
+    assert backends.vllm_sampling_kwargs(Sampling(**base, top_k=5), model_top_k=20)["top_k"] == 5
+    assert "top_k" not in backends.vllm_sampling_kwargs(Sampling(**base, top_k=None))
 
 
 def test_top_k_none_uses_the_generation_config(tiny_model_dir, tmp_path):
@@ -88,7 +88,7 @@ def test_top_k_none_uses_the_generation_config(tiny_model_dir, tmp_path):
     model_dir = tmp_path / "m"
     shutil.copytree(tiny_model_dir, model_dir)
     GenerationConfig(do_sample=True, top_k=1, eos_token_id=1, pad_token_id=0).save_pretrained(model_dir)
-    gen = generation.make_generator("transformers", str(model_dir), device="cpu", batch_size=8, progress=False)
+    gen = backends.make_generator("transformers", str(model_dir), device="cpu", batch_size=8, progress=False)
     prompt = ["+1 +2 . ?"]
     free = gen.generate(prompt, Sampling(n=6, temperature=1.0, top_p=1.0, max_new_tokens=6, seed=3, top_k=None))
     greedy = gen.generate(prompt, Sampling(n=1, temperature=0.0, top_p=1.0, max_new_tokens=6, seed=3))

@@ -1,4 +1,4 @@
-"""Tests of the project's one grading interface (grpo_budget.grading)."""
+"""Tests of the project's one grading interface (grpo_budget.generation.grading)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grpo_budget.grading import (
+from grpo_budget.generation.grading import (
     ANSWER_TYPES,
     Grade,
     grade,
@@ -279,7 +279,7 @@ def test_math_works_outside_main_thread():
 def test_math_odd_input_returns_quickly(monkeypatch):
     import time
 
-    import grpo_budget.grading as grading
+    import grpo_budget.generation.grading as grading
 
     monkeypatch.setattr(grading, "MATH_TIMEOUT_S", 1)  # math-verify's timeouts must take effect
 

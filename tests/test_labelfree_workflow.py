@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from grpo_budget import prepare
+from grpo_budget.prepare import splits
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "configs" / "tiny.yaml"
@@ -24,7 +24,7 @@ from test_workflow import snakemake  # noqa: E402
 def test_unlabeled_pool_is_selected_by_agreement_and_training_needs_the_bought_answers(tmp_path):
     cfg = yaml.safe_load(TINY.read_text())
     ds = cfg["datasets"]["framearith"]
-    pool = prepare.build(dict(ds, seed=ds.get("seed", 0)))["pool"]  # the same seeded pool prepare will build
+    pool = splits.build(dict(ds, seed=ds.get("seed", 0)))["pool"]  # the same seeded pool prepare will build
     answers = tmp_path / "answers.csv"
     ds["answers"] = str(answers)
     pool[["id", "answer"]].iloc[:20].to_csv(answers, index=False)  # 20 of 200: the subset (40) cannot be covered

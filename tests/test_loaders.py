@@ -11,11 +11,10 @@ import datasets
 import pandas as pd
 import pytest
 
-from grpo_budget import loaders
 from grpo_budget.errors import UserError
-from grpo_budget.loaders import BENCHMARKS, load_benchmark
-from grpo_budget.check_grader import check, format_report, main, perturb_answer
-from grpo_budget.grading import grade, normalize_option, parse_number
+from grpo_budget.generation.check_grader import check, format_report, main, perturb_answer
+from grpo_budget.generation.grading import grade, normalize_option, parse_number
+from grpo_budget.prepare.loaders import BENCHMARKS, load_benchmark
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 BASE_COLUMNS = ["id", "prompt", "answer", "answer_type", "solution"]
@@ -299,7 +298,7 @@ def test_aime2025_hub_format(tmp_path, monkeypatch):
 
 
 def test_bbh_hub_format_without_network(tmp_path, monkeypatch):
-    from grpo_budget.shuffled_objects import generate
+    from grpo_budget.prepare.shuffled_objects import generate
 
     def fake_load_dataset(path, name=None, **kwargs):
         assert path == "lukaemon/bbh"
@@ -392,7 +391,7 @@ def test_check_grader_maps_fields_from_the_command_line(tmp_path, capsys):
 
 def test_aime_part_from_a_local_column_filters_like_the_hub_config(tmp_path):
     """Paper 1 evaluates on AIME 2025-I only: `filter: {part: AIME2025-I}` selects it from a local copy too."""
-    from grpo_budget.prepare import apply_filter
+    from grpo_budget.prepare.splits import apply_filter
 
     rows = [{"problem": f"P{i}", "answer": str(i), "id": i, "contest": "AIME2025-I" if i < 15 else "AIME2025-II"}
             for i in range(30)]

@@ -7,8 +7,9 @@ import copy
 
 import pytest
 
-from grpo_budget import training
 from grpo_budget.errors import UserError
+from grpo_budget.experiment import schema
+from grpo_budget.train import training
 
 TINY = dict(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=4, num_attention_heads=2,
             num_key_value_heads=2, max_position_embeddings=64, bos_token_id=1, eos_token_id=2, pad_token_id=0)
@@ -95,11 +96,11 @@ def test_unset_layers_keep_the_fingerprint_of_runs_made_before_the_field():
 
 
 def test_the_schema_accepts_groups_and_ranges_and_refuses_a_bad_range():
-    from grpo_budget import config, settings
+    from grpo_budget.experiment import settings
 
     t = settings.Training.from_dict({"lora": {"target_modules": "mlp", "layers": [0, 11]}})
     assert t.lora.layers == [0, 11] and t.lora.target_modules == "mlp"
-    with pytest.raises(config.ConfigError, match=r"training\.lora\.layers"):
+    with pytest.raises(schema.ConfigError, match=r"training\.lora\.layers"):
         settings.Training.from_dict({"lora": {"layers": [0]}})
 
 
@@ -107,7 +108,7 @@ def test_training_adapts_the_group_on_the_range(tmp_path, tiny_model_dir):
     """Through training.train: the saved adapter is the attention group of layer 1 only."""
     import json
 
-    from grpo_budget import framearith
+    from grpo_budget.prepare import framearith
 
     items = framearith.generate(8, seed=0, width=4, min_ops=1, max_ops=3)
     items.to_parquet(tmp_path / "subset.parquet")

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from grpo_budget import framearith, training
 from grpo_budget.errors import UserError
+from grpo_budget.prepare import framearith
+from grpo_budget.train import training
 
 LLAMA_NAMES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 PHI3_NAMES = ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]

@@ -14,33 +14,33 @@ import pandas as pd
 import pytest
 import yaml
 
-from grpo_budget import config, plan, settings
-from grpo_budget.analysis import outputs
-from grpo_budget.analysis.read import _sort_arms
-from grpo_budget.labelfree import SOURCES
-from grpo_budget.loaders import BENCHMARKS
-from grpo_budget.prepare import GENERATORS
-from grpo_budget.selection import POLICIES, Policy, select
+from grpo_budget.aggregate import outputs, run
+from grpo_budget.aggregate.read import _sort_arms
+from grpo_budget.experiment import config, plan, schema, settings
+from grpo_budget.prepare.loaders import BENCHMARKS
+from grpo_budget.prepare.splits import GENERATORS
+from grpo_budget.select.policies import POLICIES, Policy, select
+from grpo_budget.select.sources import SOURCES
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = yaml.safe_load((ROOT / "config.yaml").read_text())
 
 
 def schema_props(pointer):
-    return set(config.section_schema(config.load_schema(), pointer)["properties"])
+    return set(schema.section_schema(schema.load_schema(), pointer)["properties"])
 
 
 def test_schema_enums_are_the_registries():
-    schema = config.load_schema()
-    arms = config.section_schema(schema, ("policies", "*"))["enum"]
+    schema = schema.load_schema()
+    arms = schema.section_schema(schema, ("policies", "*"))["enum"]
     assert arms[: len(POLICIES)] == list(POLICIES)  # the policies, then POLICY@SOURCE for those that rank
     assert arms[len(POLICIES):] == [f"{p}@{s}" for p in POLICIES if POLICIES[p].ranks for s in SOURCES]
-    assert config.section_schema(schema, ("datasets", "*", "benchmark"))["enum"] == list(BENCHMARKS)
-    assert config.section_schema(schema, ("datasets", "*", "generator"))["enum"] == list(GENERATORS)
+    assert schema.section_schema(schema, ("datasets", "*", "benchmark"))["enum"] == list(BENCHMARKS)
+    assert schema.section_schema(schema, ("datasets", "*", "generator"))["enum"] == list(GENERATORS)
     # the schema file itself names none of them: nothing to keep in sync by hand
-    raw = yaml.safe_load(config.SCHEMA_PATH.read_text())
-    for pointer in config.REGISTRY_ENUMS:
-        assert "enum" not in config.section_schema(raw, pointer), pointer
+    raw = yaml.safe_load(schema.SCHEMA_PATH.read_text())
+    for pointer in schema.REGISTRY_ENUMS:
+        assert "enum" not in schema.section_schema(raw, pointer), pointer
 
 
 @pytest.mark.parametrize("cls", list(settings.SECTIONS))
@@ -64,14 +64,14 @@ def test_every_schema_default_reaches_the_settings_objects():
 
 
 def test_a_bad_partial_section_names_its_field():
-    with pytest.raises(config.ConfigError, match=r"training\.num_generations"):
+    with pytest.raises(schema.ConfigError, match=r"training\.num_generations"):
         settings.Training.from_dict({"num_generations": 1})
 
 
 def test_every_output_has_its_caption_and_known_file_roles():
     captions = {p.stem for p in outputs.CAPTIONS.glob("*.rst")}
-    assert captions == set(outputs.OUTPUTS)
-    for name, out in outputs.OUTPUTS.items():
+    assert captions == set(run.OUTPUTS)
+    for name, out in run.OUTPUTS.items():
         assert re.fullmatch(r"[a-z][a-z0-9_]*", name) and out.kind in ("summary", "table", "figure")
         assert out.reads <= set(plan.READS)
         assert "{{" not in outputs.caption(name, config.validate(copy.deepcopy(DEFAULT)))

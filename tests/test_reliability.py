@@ -9,8 +9,10 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from grpo_budget import framearith, io, training
+from grpo_budget import io
 from grpo_budget.errors import UserError
+from grpo_budget.prepare import framearith
+from grpo_budget.train import training
 
 DATASET = {"grading": {"mode": "lenient", "pattern": r"=\s*(-?\d+)"}, "prompt": {"chat_template": False}}
 SETTINGS = {"num_generations": 2, "prompts_per_step": 2, "max_steps": 2, "save_steps": 1,
@@ -41,7 +43,7 @@ def steps(manifest):
 def test_changed_subset_starts_fresh_and_keeps_old_checkpoints(tmp_path, subset, tiny_model_dir, caplog):
     first = run(tmp_path, subset, tiny_model_dir)
     other = write_subset(tmp_path / "other.parquet", seed=1)
-    with caplog.at_level(logging.WARNING, logger="grpo_budget.training"):
+    with caplog.at_level(logging.WARNING, logger="grpo_budget.train.training"):
         second = run(tmp_path, other, tiny_model_dir)
     assert (second["resumed_from_step"], second["final_step"], steps(second)) == (0, 2, [1, 2])
     assert second["fingerprint"] != first["fingerprint"]

@@ -10,8 +10,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from grpo_budget import config, framearith, plan, training
 from grpo_budget.errors import UserError
+from grpo_budget.experiment import config, plan
+from grpo_budget.prepare import framearith
+from grpo_budget.train import training
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = {"grading": {"mode": "lenient", "pattern": r"=\s*(-?\d+)"}, "prompt": {"chat_template": False}}

@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_budget.plan import parse_budget
-from grpo_budget.selection import budget_size, difficulty_order, select
+from grpo_budget.experiment.plan import parse_budget
+from grpo_budget.select.policies import budget_size, difficulty_order, select
 
 
 def pool(pass_rates):

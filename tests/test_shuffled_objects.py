@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_budget.grading import grade
-from grpo_budget.shuffled_objects import NAMES, TEMPLATES, generate, render
+from grpo_budget.generation.grading import grade
+from grpo_budget.prepare.shuffled_objects import NAMES, TEMPLATES, generate, render
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 BBH_FILES = [DATA / "bbh" / f"tracking_shuffled_objects_{w}_objects.json" for w in ("three", "five", "seven")]

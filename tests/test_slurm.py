@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_budget import cluster
+from grpo_budget.cluster import slurm
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "profiles" / "slurm"
@@ -238,17 +238,17 @@ def test_profile_through_snakemake_parser():
 
 def test_install_profile(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    dest = cluster.install_profile()
+    dest = slurm.install_profile()
     assert dest == tmp_path / "xdg" / "snakemake" / "slurm"
     assert dest.is_symlink() and dest.resolve() == PROFILE.resolve()
-    assert cluster.install_profile() == dest  # idempotent
+    assert slurm.install_profile() == dest  # idempotent
     # something else already there: refused, then moved aside with force
     other = tmp_path / "xdg" / "snakemake" / "other"
     other.mkdir()
     (other / "config.yaml").write_text("jobs: 1\n")
     with pytest.raises(FileExistsError):
-        cluster.install_profile("other")
-    assert cluster.install_profile("other", force=True).resolve() == PROFILE.resolve()
+        slurm.install_profile("other")
+    assert slurm.install_profile("other", force=True).resolve() == PROFILE.resolve()
     assert list((tmp_path / "xdg" / "snakemake").glob("other.bak-*/config.yaml"))
 
 
@@ -316,7 +316,7 @@ def test_trivial_workflow_through_profile(slurm_cluster, tmp_path):
 @pytest.mark.slurm
 def test_submitit_launch_runs_controller_as_slurm_job(slurm_cluster, tmp_path):
     (tmp_path / "Snakefile").write_text(TRIVIAL_SNAKEFILE)
-    job = cluster.launch(FAST_POLL + ["out/b.txt"], partition=None, account=slurm_cluster.get("GRPO_SLURM_ACCOUNT"),
+    job = slurm.launch(FAST_POLL + ["out/b.txt"], partition=None, account=slurm_cluster.get("GRPO_SLURM_ACCOUNT"),
                          time_min=20, mem_gb=1, cpus=1, log_dir=tmp_path / "controller", workdir=tmp_path,
                          env=slurm_cluster)
     assert job.job_id.isdigit()
@@ -415,7 +415,7 @@ def test_controller_notices_job_cancelled_by_user(slurm_cluster, tmp_path, statu
 @pytest.mark.slurm
 def test_scancel_of_launched_controller_cancels_its_jobs(slurm_cluster, tmp_path):
     (tmp_path / "Snakefile").write_text(SLEEPY_SNAKEFILE)
-    job = cluster.launch(FAST_POLL, account=slurm_cluster.get("GRPO_SLURM_ACCOUNT"), time_min=20, mem_gb=1,
+    job = slurm.launch(FAST_POLL, account=slurm_cluster.get("GRPO_SLURM_ACCOUNT"), time_min=20, mem_gb=1,
                          cpus=1, log_dir=tmp_path / "controller", workdir=tmp_path, env=slurm_cluster)
     text = wait_for_line(Path(job.paths.stdout), "has been submitted with SLURM jobid", timeout=180)
     rule_job = text.split("SLURM jobid ")[1].split()[0]

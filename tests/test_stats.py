@@ -27,7 +27,6 @@ from grpo_budget.stats import (
     verdict,
 )
 
-
 # --- bootstrap_ci -------------------------------------------------------------------
 
 

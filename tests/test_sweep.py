@@ -4,17 +4,16 @@ a value added later running only its own jobs."""
 
 from __future__ import annotations
 
-import copy
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 import yaml
 
-from grpo_budget import analysis, config, plan, sweep
+from grpo_budget.aggregate import run, tables
+from grpo_budget.experiment import config, plan, schema, sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "configs" / "tiny.yaml"
@@ -91,7 +90,7 @@ def test_lora_values_and_given_names():
     ({"training.prompts_per_step": [8, 64]}, {}, r"sweep variant P64 .*fewer than one training step needs"),
 ])
 def test_a_bad_sweep_is_one_line_before_any_job(block, extra, message):
-    with pytest.raises(config.ConfigError, match=message) as err:
+    with pytest.raises(schema.ConfigError, match=message) as err:
         config.validate(with_sweep(block, **extra))
     assert "\n" not in str(err.value)
 
@@ -176,24 +175,24 @@ def swept(tmp_path) -> plan.Listing:
 
 
 def test_gains_and_verdicts_have_a_variant_column(swept, tmp_path):
-    g = analysis.gains_over_seeds(swept, SETTINGS)
+    g = tables.gains_over_seeds(swept, SETTINGS)
     assert list(g[["policy", "variant"]].itertuples(index=False, name=None)) == [
         ("hard", "G2"), ("hard", "G8"), ("random", "G2"), ("random", "G8")]
     assert g["gain_pts"].round(6).tolist() == [0.0, 50.0, 20.0, 30.0]
-    v = analysis.tables.verdict_table(swept, SETTINGS)
+    v = run.tables.verdict_table(swept, SETTINGS)
     assert v["variant"].tolist() == ["G2", "G8"]  # policies compared within each variant
     assert v["diff_pts"].round(6).tolist() == [-20.0, 20.0]
     out = [str(tmp_path / f"v.{x}") for x in ("csv", "md", "html")]
-    analysis.run("verdicts", swept, out, SETTINGS)
+    run.run("verdicts", swept, out, SETTINGS)
     md = (tmp_path / "v.md").read_text()
     assert "budget 0.5 · variant G8" in md and "variant" in pd.read_csv(out[0]).columns
-    analysis.run("summary", swept, [str(tmp_path / "s.csv"), str(tmp_path / "s.md")], SETTINGS)
+    run.run("summary", swept, [str(tmp_path / "s.csv"), str(tmp_path / "s.md")], SETTINGS)
     assert "| hard | 0.5 | G8 |" in (tmp_path / "s.md").read_text()
     assert "budget 0.5 · G8" in (tmp_path / "s.md").read_text()  # the answer, per variant
 
 
 def test_learnable_predicts_with_each_variants_group_size(swept):
-    t = analysis.learnable_table(swept, SETTINGS)
+    t = tables.learnable_table(swept, SETTINGS)
     assert dict(zip(t["variant"], t["G"])) == {"G2": 2, "G8": 8}
     # p = 0.5 for every item: 1 - 2 * 0.5^G
     pred = dict(zip(t["variant"], t["predicted_plugin_pct"]))
@@ -202,7 +201,7 @@ def test_learnable_predicts_with_each_variants_group_size(swept):
 
 def test_gain_vs_setting_figure(swept, tmp_path):
     outs = [str(tmp_path / "g.png"), str(tmp_path / "g.pdf")]
-    analysis.run("gain_vs_setting", swept, outs, SETTINGS)
+    run.run("gain_vs_setting", swept, outs, SETTINGS)
     assert Path(outs[0]).read_bytes()[:4] == b"\x89PNG" and Path(outs[1]).read_bytes()[:4] == b"%PDF"
 
 
@@ -210,7 +209,7 @@ def test_gain_vs_setting_with_two_swept_settings_holds_the_other_fixed(swept, tm
     """G x beta: a panel per setting and value of the other one (gain against G at each beta, and the reverse)."""
     from dataclasses import replace
 
-    from grpo_budget.analysis import figures
+    from grpo_budget.aggregate import figures
 
     variants = {f"G{g}-beta{b}": {"training.num_generations": g, "training.beta": b} for g in (2, 8) for b in (0, 0.04)}
     runs = [replace(r, variant=f"{r.variant}-beta{b}") for r in swept.runs for b in (0, 0.04)]
@@ -220,7 +219,7 @@ def test_gain_vs_setting_with_two_swept_settings_holds_the_other_fixed(swept, tm
     real = figures._gain_lines
     figures._gain_lines = lambda ax, g, x_of, xs, s: panels.append((xs, sorted(set(g["variant"])))) or real(ax, g, x_of, xs, s)
     try:
-        analysis.run("gain_vs_setting", two, [str(tmp_path / "g.png")], SETTINGS)
+        run.run("gain_vs_setting", two, [str(tmp_path / "g.png")], SETTINGS)
     finally:
         figures._gain_lines = real
     assert panels == [(["2", "8"], ["G2-beta0", "G8-beta0"]), (["2", "8"], ["G2-beta0.04", "G8-beta0.04"]),
@@ -228,13 +227,13 @@ def test_gain_vs_setting_with_two_swept_settings_holds_the_other_fixed(swept, tm
 
 
 def test_budget_curve_only_with_several_budgets(swept, tmp_path):
-    from grpo_budget.analysis.outputs import OUTPUTS
+    from grpo_budget.aggregate.run import OUTPUTS
 
     assert not OUTPUTS["gain_vs_budget"].wanted(config.validate(raw(TINY)))
     assert OUTPUTS["gain_vs_budget"].wanted(config.validate(raw(TINY) | {"budgets": [0.2, 0.5]}))
     assert not OUTPUTS["gain_vs_setting"].wanted(config.validate(raw(TINY)))
     outs = [str(tmp_path / "b.png")]
-    analysis.run("gain_vs_budget", swept, outs, SETTINGS)
+    run.run("gain_vs_budget", swept, outs, SETTINGS)
     assert Path(outs[0]).read_bytes()[:4] == b"\x89PNG"
 
 

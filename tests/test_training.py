@@ -5,7 +5,9 @@ import json
 import pandas as pd
 import pytest
 
-from grpo_budget import framearith, stats, training
+from grpo_budget import stats
+from grpo_budget.prepare import framearith
+from grpo_budget.train import training
 
 DATASET = {"grading": {"mode": "lenient", "pattern": r"=\s*(-?\d+)"}, "prompt": {"chat_template": False}}
 SETTINGS = {"num_generations": 4, "prompts_per_step": 4, "max_steps": 4, "save_steps": 2,

@@ -23,10 +23,10 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-
 import vllm_worker
 from conftest import ROOT, run_snakemake
-from grpo_budget import generation
+
+from grpo_budget.generation import backends as generation
 
 VLLM_PYTHON = os.environ.get("GRPO_VLLM_PYTHON", str(ROOT / ".venv-vllm" / "bin" / "python"))
 

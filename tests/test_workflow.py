@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
-import sys
-
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]

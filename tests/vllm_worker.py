@@ -26,8 +26,8 @@ GREEDY = dict(n=1, temperature=0.0, top_p=1.0, max_new_tokens=20, seed=0, top_k=
 
 
 def greedy(gen, items: pd.DataFrame, adapter: str | None) -> pd.DataFrame:
-    from grpo_budget import prompts
-    from grpo_budget.generation import Sampling
+    from grpo_budget.generation import prompts
+    from grpo_budget.generation.backends import Sampling
 
     built = prompts.for_dataset(DATASET, list(items["prompt"]), gen.tokenizer)
     out = gen.generate(built, Sampling(**GREEDY), adapter=adapter, keys=[str(i) for i in items["id"]])
@@ -36,14 +36,14 @@ def greedy(gen, items: pd.DataFrame, adapter: str | None) -> pd.DataFrame:
 
 
 def score(gen, items: pd.DataFrame) -> pd.DataFrame:
-    from grpo_budget import scoring
-    from grpo_budget.generation import Sampling
+    from grpo_budget.generation.backends import Sampling
+    from grpo_budget.generation.sample import sample_and_grade
 
-    return scoring.sample_and_grade(gen, items, DATASET, Sampling(**SAMPLING))
+    return sample_and_grade(gen, items, DATASET, Sampling(**SAMPLING))
 
 
 def run(spec: dict) -> dict:
-    from grpo_budget import generation
+    from grpo_budget.generation import backends
 
     out = Path(spec["out"])
     out.mkdir(parents=True, exist_ok=True)
@@ -51,9 +51,9 @@ def run(spec: dict) -> dict:
     timing: dict = {}
     start = time.perf_counter()
     if spec["backend"] == "vllm":
-        gen = generation.make_generator("vllm", spec["model"], max_lora_rank=spec["max_lora_rank"])
+        gen = backends.make_generator("vllm", spec["model"], max_lora_rank=spec["max_lora_rank"])
     else:
-        gen = generation.make_generator("transformers", spec["model"], batch_size=1024, progress=False)
+        gen = backends.make_generator("transformers", spec["model"], batch_size=1024, progress=False)
     timing["engine_start_s"] = time.perf_counter() - start
 
     def timed(name: str, fn, *args):

@@ -18,7 +18,7 @@
 #
 # GPUs: this node has no GRES.  Jobs that ask for --gpus/--gres are rejected
 # by sbatch, so the tests submit the workflow with a CPU-only copy of
-# profiles/slurm (grpo_budget.cluster.write_local_profile drops the gpu
+# profiles/slurm (grpo_budget.cluster.slurm.write_local_profile drops the gpu
 # requests and caps mem/cpus to this node); see tests/test_slurm.py.
 #
 # Environment knobs (defaults in brackets):

@@ -12,7 +12,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from .errors import UserError
+from grpo_budget.errors import UserError
 
 # A missing file named on the command line is the user's mistake too.
 USER_ERRORS = (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError)
@@ -33,14 +33,14 @@ def _threads(n: int | None) -> None:
 
 
 def cmd_prepare(a: argparse.Namespace) -> None:
-    from .prepare import prepare
+    from grpo_budget.prepare.splits import prepare
 
     prepare(a.dataset, {split: path for split, path in (o.split("=", 1) for o in a.out)})
 
 
 def cmd_bootstrap_model(a: argparse.Namespace) -> None:
-    from .io import read_parquet
-    from .tinymodel import bootstrap
+    from grpo_budget.io import read_parquet
+    from grpo_budget.train.tinymodel import bootstrap
 
     exclude = [p for path in a.exclude for p in read_parquet(path, ["prompt"])["prompt"]]
     summary = bootstrap(a.out, a.dataset, a.settings, exclude)
@@ -48,21 +48,21 @@ def cmd_bootstrap_model(a: argparse.Namespace) -> None:
 
 
 def cmd_score(a: argparse.Namespace) -> None:
-    from .scoring import score
+    from grpo_budget.score.scoring import score
 
     score(a.model, a.pool, a.out, a.settings, a.dataset, a.cuts)
 
 
 def cmd_verify(a: argparse.Namespace) -> None:
-    from .scoring import verify
+    from grpo_budget.score.verify import verify
 
     verify(a.model, a.subsets, a.out, a.settings, a.dataset)
 
 
 def cmd_select(a: argparse.Namespace) -> None:
-    from .io import read_parquet, write_parquet
-    from .plan import parse_budget
-    from .selection import select
+    from grpo_budget.experiment.plan import parse_budget
+    from grpo_budget.io import read_parquet, write_parquet
+    from grpo_budget.select.policies import select
 
     scores = read_parquet(a.scores)
     cols = [c for c in scores.columns if c not in ("samples", "answers", "correct", "format_ok")]
@@ -71,25 +71,25 @@ def cmd_select(a: argparse.Namespace) -> None:
 
 
 def cmd_train(a: argparse.Namespace) -> None:
-    from .training import train
+    from grpo_budget.train.training import train
 
     train(a.subset, a.model, a.checkpoints, a.log_out, a.manifest_out, a.settings, a.dataset, a.seed)
 
 
 def cmd_evaluate(a: argparse.Namespace) -> None:
-    from .evaluation import evaluate
+    from grpo_budget.evaluate.evaluation import evaluate
 
     evaluate(a.model, a.test, a.out, a.settings, a.dataset, a.manifest, a.final_only)
 
 
 def cmd_aggregate(a: argparse.Namespace) -> None:
-    from . import analysis
+    from grpo_budget.aggregate.run import run
 
-    analysis.run(a.name, a.listing, a.out, a.settings)
+    run(a.name, a.listing, a.out, a.settings)
 
 
 def cmd_validate_config(a: argparse.Namespace) -> None:
-    from .config import load
+    from grpo_budget.experiment.config import load
 
     for path in a.configs:
         load(path)
@@ -97,8 +97,8 @@ def cmd_validate_config(a: argparse.Namespace) -> None:
 
 
 def cmd_plan(a: argparse.Namespace) -> None:
-    from . import cost
-    from .config import load
+    from grpo_budget.cluster import cost
+    from grpo_budget.experiment.config import load
 
     cfg = load(a.configfile)
     for item in a.config or []:
@@ -180,7 +180,7 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_train)
 
     s = sub.add_parser("aggregate", help="tables and figures from cached outputs")
-    s.add_argument("name", help="an output of analysis.outputs.OUTPUTS: summary, learnable, accuracy_vs_checkpoint, ...")
+    s.add_argument("name", help="an output of aggregate.outputs.OUTPUTS: summary, learnable, accuracy_vs_checkpoint, ...")
     s.add_argument("--listing", required=True, help="the run listing file (plan.Listing as JSON)")
     s.add_argument("--settings", type=_json, default={})
     s.add_argument("--out", nargs="+", required=True)
@@ -204,8 +204,8 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-PASSTHROUGH = {"check-grader": ("check_grader", "main"), "install-profile": ("cluster", "main_install_profile"),
-               "launch": ("cluster", "main_launch")}
+PASSTHROUGH = {"check-grader": ("generation.check_grader", "main"),
+               "install-profile": ("cluster.slurm", "main_install_profile"), "launch": ("cluster.slurm", "main_launch")}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pandas as pd
+import pyarrow
+import pyarrow.parquet as pq
 
-from .errors import UserError
+from grpo_budget.errors import UserError
 
 EARLIER_JOB = "it is an output of an earlier job; {}run the same snakemake command again to rebuild it"
 
@@ -74,9 +76,6 @@ def read_json(path: str | os.PathLike) -> Any:
 def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> pd.DataFrame:
     """Read a Parquet file (only ``columns`` when given); a missing, truncated or foreign file, or one that lacks
     a column, is a ``UserError`` naming the file and the fix."""
-    import pyarrow
-    import pyarrow.parquet as pq
-
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path} does not exist: {EARLIER_JOB.format('')}")

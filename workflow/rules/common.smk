@@ -1,4 +1,4 @@
-# Validation, then thin lookups into grpo_budget.plan (paths, grid, settings) and the registries.
+# Validation, then thin lookups into grpo_budget.experiment.plan (paths, grid, settings) and the registries.
 
 import json
 import os
@@ -9,11 +9,12 @@ import sys
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
-from grpo_budget import config as grpo_config
-from grpo_budget import cost
-from grpo_budget import plan
-from grpo_budget.analysis.outputs import OUTPUTS, caption, names
-from grpo_budget.selection import arm_names, policy_of
+from grpo_budget.aggregate.run import OUTPUTS, caption, names
+from grpo_budget.cluster import cost
+from grpo_budget.experiment import config as grpo_config
+from grpo_budget.experiment import plan
+from grpo_budget.experiment.schema import ConfigError
+from grpo_budget.select.policies import arm_names, policy_of
 
 min_version("9.0")
 
@@ -23,7 +24,7 @@ os.environ.update(PATH=os.pathsep.join([os.path.dirname(sys.executable), os.gete
 
 try:
     grpo_config.validate(config)  # fills in defaults; refuses a bad config before any job starts
-except grpo_config.ConfigError as e:
+except ConfigError as e:
     raise WorkflowError(f"invalid configuration: {e}") from None
 
 P = plan.config_paths(config)  # with a `sweep:`, training and evaluation outputs have a {variant} level
@@ -59,7 +60,7 @@ def scaled(stage, resource):
 
 def job_runtime(rule):
     """A GPU job's runtime request (minutes): the cost plan's estimate of its work x cost.margin, between
-    cost.runtime_floor and cost.runtime_ceiling (grpo_budget.cost; `grpo-budget plan` prints the estimates)."""
+    cost.runtime_floor and cost.runtime_ceiling (grpo_budget.cluster.cost; `grpo-budget plan` prints the estimates)."""
     return lambda wc: cost.runtime_minutes(config, rule, dict(wc.items()))
 
 

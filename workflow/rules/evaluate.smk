@@ -1,3 +1,6 @@
+# Evaluate stage: the base model and every checkpoint of each arm on each test set (grpo_budget.evaluate).
+
+
 rule evaluate_base:
     """The base model (step 0) on one test set."""
     input:

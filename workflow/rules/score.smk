@@ -1,3 +1,6 @@
+# Score stage: the base model's samples of every pool item, graded (pass rate = difficulty), and fresh samples of
+# the selected items (grpo_budget.score).
+
 rule score:
     """K samples per pool item from the base model, graded: pass rate = difficulty."""
     input:
@@ -24,29 +27,6 @@ rule score:
         "grpo-budget --threads {threads} score --model {params.model:q} --pool {input.pool:q}"
         " --settings {params.settings:q} --dataset {params.dataset:q}{params.cuts} --out {output:q}"
         " > {log:q} 2>&1"
-
-
-rule select:
-    """Cut the budget from the scored pool by policy and difficulty source (seeded tie-breaks)."""
-    input:
-        get_select_scores,
-    output:
-        P.subset,
-    params:
-        tiers=lambda wc: as_json(config["datasets"][wc.dataset].get("tiers")),
-        rounding=config["budget_rounding"],
-        group_size=get_group_size_arg,
-        source=get_source_arg,
-    log:
-        log_file("select", "{model}_{dataset}_{policy}_b{budget}_s{seed}"),
-    benchmark:
-        benchmark_file("select", "{model}_{dataset}_{policy}_b{budget}_s{seed}")
-    conda:
-        "../../envs/grpo-budget.yaml"
-    shell:
-        "grpo-budget select --scores {input:q} --policy {wildcards.policy} --budget {wildcards.budget}"
-        " --seed {wildcards.seed} --rounding {params.rounding} --tiers {params.tiers:q}"
-        "{params.group_size}{params.source} --out {output:q} > {log:q} 2>&1"
 
 
 rule verify:

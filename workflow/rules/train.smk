@@ -1,3 +1,6 @@
+# Train stage: GRPO + LoRA on each arm's subset (grpo_budget.train), and the embedded default's tiny base model.
+
+
 rule train:
     """GRPO + LoRA on the subset; checkpoints every save_steps (or at fractions of `epochs`), resumed after preemption."""
     input:
@@ -25,3 +28,24 @@ rule train:
         "grpo-budget --threads {threads} train --subset {input.subset:q} --model {params.model:q}"
         " --checkpoints {params.checkpoints:q} --settings {params.settings:q} --dataset {params.dataset:q}"
         " --seed {wildcards.seed} --log-out {output.log:q} --manifest-out {output.manifest:q} > {log:q} 2>&1"
+
+
+rule bootstrap_model:
+    """The embedded default's base model: a tiny Llama trained here to a target pass rate."""
+    input:
+        exclude=lambda wc: P.data.format(dataset=config["models"][wc.model]["bootstrap"]["dataset"], split="test"),
+    output:
+        directory(P.model),
+    params:
+        dataset=lambda wc: get_dataset(wc, config["models"][wc.model]["bootstrap"]["dataset"]),
+        settings=lambda wc: as_json(config["models"][wc.model]["bootstrap"]),
+    threads: 2
+    log:
+        log_file("bootstrap_model", "{model}"),
+    benchmark:
+        benchmark_file("bootstrap_model", "{model}")
+    conda:
+        "../../envs/grpo-budget.yaml"
+    shell:
+        "grpo-budget --threads {threads} bootstrap-model --dataset {params.dataset:q} --settings {params.settings:q}"
+        " --exclude {input.exclude:q} --out {output:q} > {log:q} 2>&1"

@@ -1,0 +1,88 @@
+"""The registry of aggregate outputs: the one place an output's name exists.
+
+An output is a function in ``render.py`` (tables) or ``figures.py`` (figures) decorated with :func:`output`; its
+name is its file name (``figures/NAME.png``, ``tables/NAME.csv``) and its caption for the HTML report is
+``workflow/report/captions/NAME.rst``. The Snakefile's targets, each job's inputs (only the file roles it reads)
+and the CLI's choices all come from :data:`OUTPUTS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from grpo_budget.experiment.plan import arm_source, several_budgets
+from grpo_budget.experiment.sweep import has_sweep
+
+CAPTIONS = Path(__file__).resolve().parents[2] / "report" / "captions"
+KINDS = ("summary", "table", "figure")  # summary: the gains table's four files; table: CSV, Markdown, HTML; figure: PNG, PDF
+
+
+@dataclass(frozen=True)
+class Output:
+    kind: str
+    make: Callable  # (listing, output paths, analysis settings) -> None
+    reads: frozenset[str]  # file roles of the run listing it reads (plan.READS)
+    needs_ood: bool = False  # only built when some dataset lists out-of-distribution sets
+    when: str | None = None  # only built when the config has it: a name of WHEN
+
+    def wanted(self, config: dict) -> bool:
+        """Whether the config calls for this output (its ``when`` condition holds, or it has none)."""
+        return self.when is None or WHEN[self.when](config)
+
+
+OUTPUTS: dict[str, Output] = {}
+
+
+def _sweeps(config: dict) -> bool:
+    return has_sweep(config)
+
+
+def _several_budgets(config: dict) -> bool:
+    return several_budgets(config)
+
+
+def _label_free(config: dict) -> bool:
+    """An arm ranks by a label-free or proxy source, or a proxy is configured."""
+    return config["scoring"].get("proxy") is not None or any(arm_source(config, a) != "labels"
+                                                              for a in config["policies"])
+
+
+# Conditions an output can be built under (``Output.when``).
+WHEN: dict[str, Callable[[dict], bool]] = {"sweep": _sweeps, "budgets": _several_budgets, "label_free": _label_free}
+
+
+def output(name: str, kind: str, reads: Iterable[str], needs_ood: bool = False, when: str | None = None) -> Callable:
+    """Register the decorated function as the aggregate output ``name`` (built only where ``when``, a name of
+    :data:`WHEN`, holds for the config)."""
+    if kind not in KINDS:
+        raise ValueError(f"output {name!r}: kind {kind!r}; allowed: {', '.join(KINDS)}")
+    if when is not None and when not in WHEN:
+        raise ValueError(f"output {name!r}: when {when!r}; allowed: {', '.join(WHEN)}")
+
+    def register(fn: Callable) -> Callable:
+        if name in OUTPUTS:
+            raise ValueError(f"output {name!r} is registered twice")
+        OUTPUTS[name] = Output(kind, fn, frozenset(reads), needs_ood, when)
+        return fn
+
+    return register
+
+
+def names(kind: str) -> list[str]:
+    """The outputs of one kind, in registry order."""
+    return [n for n, o in OUTPUTS.items() if o.kind == kind]
+
+
+def caption_file(name: str) -> Path:
+    return CAPTIONS / f"{name}.rst"
+
+
+def caption(name: str, config: dict) -> str:
+    """The output's caption for the report, its ``{{ level }}``-style fields filled from the analysis settings."""
+    analysis = config["analysis"]
+    return jinja2.Template(caption_file(name).read_text()).render(level=round(100 * analysis["level"]),
+                                                                 analysis=analysis)

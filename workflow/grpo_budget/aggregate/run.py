@@ -1,0 +1,38 @@
+"""Aggregate stage: tables and figures from the cached outputs of every run.
+
+The workflow writes the typed run listing (:class:`grpo_budget.experiment.plan.Listing`) to a file; each output of the
+registry :data:`OUTPUTS` (complete once this module is imported) is its own Snakemake target and reads only the files its job lists as inputs.
+Modules: ``read`` (cached files, arm order), ``tables`` (data frames), ``render`` (CSV, Markdown, HTML),
+``figures`` (PNG, PDF), ``outputs`` (the registry, filled by the functions of ``render`` and ``figures``). Every statistic is in :mod:`grpo_budget.stats`.
+
+Conventions
+-----------
+* Accuracies are fractions; gains are in percentage points; relative gains are fractions of the base model's
+  headroom, ``(trained - base) / (1 - base)``.
+* Intervals are percentile bootstrap intervals at ``analysis.level``. With one seed they resample test items
+  (paired: the same items for base and trained). With several seeds of an arm they resample seeds *and* test items
+  (a two-stage bootstrap), so they cover both the item sampling and the seed-to-seed spread.
+* Per-seed rows go to the CSV files; Markdown and HTML show one row per arm (mean over seeds, ± = std over seeds).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from grpo_budget.aggregate import figures, render  # noqa: F401  (their functions register themselves in OUTPUTS)
+from grpo_budget.aggregate.outputs import OUTPUTS, caption, names
+from grpo_budget.aggregate.read import as_settings
+from grpo_budget.errors import UserError
+from grpo_budget.experiment.plan import Listing
+from grpo_budget.experiment.settings import Analysis
+
+__all__ = ["OUTPUTS", "caption", "names", "run"]  # the registry, complete (importing this module fills it)
+
+
+def run(name: str, listing: Listing | str | Path, outs: list[str], settings: Analysis | dict | None) -> None:
+    """Write the output ``name`` of :data:`OUTPUTS` to ``outs`` (a figure: each path in its own format)."""
+    if name not in OUTPUTS:
+        raise UserError(f"unknown aggregate output {name!r}; allowed: {', '.join(OUTPUTS)}")
+    if not isinstance(listing, Listing):
+        listing = Listing.read(listing)
+    OUTPUTS[name].make(listing, list(outs), as_settings(settings))

@@ -1,0 +1,392 @@
+"""The experiment plan: the grid of runs, every path pattern, the budget label, the typed run listing the aggregate
+stage reads, and the settings each job gets. Pure functions of the validated config; ``common.smk`` only looks
+things up here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+from grpo_budget.errors import UserError
+from grpo_budget.experiment import sweep
+from grpo_budget.io import read_json, write_text
+from grpo_budget.select.policies import fixed_size
+from grpo_budget.select.sources import SOURCES, split_arm
+
+# ---------------------------------------------------------------------------------------------------------------
+# Paths (relative to the configured results folder; the one place each is defined)
+
+RUN_DIR = "runs/{model}/{dataset}/{policy}/b{budget}/s{seed}"
+PATTERNS = {
+    "data": "data/{dataset}/{split}.parquet",
+    "model": "models/{model}",
+    "scores": "scores/{model}/{dataset}.parquet",
+    "subset": f"{RUN_DIR}/subset.parquet",
+    # never an output, since Snakemake deletes outputs before it re-runs a job
+    "checkpoints": f"{RUN_DIR}/checkpoints",
+    "train_log": f"{RUN_DIR}/train_log.parquet",
+    "manifest": f"{RUN_DIR}/manifest.json",
+    "run_eval": f"{RUN_DIR}/eval/{{evalset}}.parquet",
+    "base_eval": "base/{model}/{evalset}.parquet",
+    "verify": "verify/{model}/{dataset}.parquet",
+    "listing": "plan/listing-{digest}.json",  # named by its content: a new plan never overwrites a running one
+    "summary_csv": "summary.csv",
+    "summary_md": "summary.md",
+    "summary_seeds": "tables/gains_over_seeds.csv",
+    "summary_html": "tables/summary.html",
+    "figure": "figures/{name}.png",
+    "figure_pdf": "figures/{name}.pdf",
+    "table": "tables/{name}.csv",
+    "table_md": "tables/{name}.md",
+    "table_html": "tables/{name}.html",
+    "log": "logs/{rule}/{name}.log",
+    "benchmark": "benchmarks/{rule}/{name}.tsv",
+}
+
+
+# With a `sweep:` block, what training makes and what is evaluated on it gets one folder per variant under the run's
+# folder; the subset stays where it is, shared by every variant (selection does not depend on training settings).
+VARIANT_DIR = f"{RUN_DIR}/v-{{variant}}"
+PER_VARIANT = ("checkpoints", "train_log", "manifest", "run_eval")
+
+
+def paths(results: str, variants: bool = False) -> SimpleNamespace:
+    """Every path pattern under ``results``, as attributes (``paths("results").subset``); ``variants``: the
+    patterns of a sweep, whose training outputs have a ``{variant}`` level."""
+    patterns = dict(PATTERNS)
+    if variants:
+        patterns.update({k: patterns[k].replace(RUN_DIR, VARIANT_DIR, 1) for k in PER_VARIANT})
+    return SimpleNamespace(**{k: f"{results}/{v}" for k, v in patterns.items()})
+
+
+def config_paths(config: dict) -> SimpleNamespace:
+    """The path patterns of a validated config (with a variant level when it sweeps)."""
+    return paths(config["results"], sweep.has_sweep(config))
+
+
+RUN_NAME = "{model}_{dataset}_{policy}_b{budget}_s{seed}"
+
+
+def run_name(config: dict) -> str:
+    """The log and benchmark file name pattern of a training or evaluation job."""
+    return RUN_NAME + ("_v-{variant}" if sweep.has_sweep(config) else "")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Budget labels: the one writer, the one reader and the one regex of a budget in a path
+
+FULL_LABEL = "all"  # the budget label of the policies that set their own size
+BUDGET_REGEX = FULL_LABEL + r"|[1-9]\d*|(?:\d+\.\d*|\.\d+|\d+)(?:e[+-]?\d+)?"
+
+
+def format_budget(budget: float | int) -> str:
+    """The path label of a budget: ``0.1`` → ``"0.1"``, ``1e-05`` → ``"1e-05"``, ``100`` → ``"100"``."""
+    return repr(float(budget)) if isinstance(budget, float) else str(int(budget))
+
+
+def parse_budget(label: str) -> float | int:
+    """The budget a label stands for: ``"0.1"`` → 0.1 (fraction), ``"100"`` → 100 (count), ``"all"`` → 1.0."""
+    if not re.fullmatch(BUDGET_REGEX, label):
+        raise UserError(f"not a budget label: {label!r}; allowed: {FULL_LABEL}, a count (100) or a fraction (0.1)")
+    if label == FULL_LABEL:
+        return 1.0
+    return float(label) if any(c in label for c in ".eE") else int(label)
+
+
+def budget_sort_key(label: str) -> tuple:
+    """Sort key of budget labels: fractions by size, then counts by size, then ``all`` (never as strings)."""
+    if label == FULL_LABEL:
+        return (2, 0.0)
+    value = parse_budget(label)
+    return (0 if isinstance(value, float) else 1, float(value))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The grid
+
+
+def budget_labels(config: dict, policy: str) -> list[str]:
+    if fixed_size(policy):
+        return [FULL_LABEL]
+    return [format_budget(b) for b in config["budgets"]]
+
+
+def trainable_datasets(config: dict) -> list[str]:
+    return [n for n, d in config["datasets"].items() if not d["eval_only"]]
+
+
+def evalsets(config: dict, dataset: str) -> list[str]:
+    """Test sets an arm trained on ``dataset`` is evaluated on: its own, then its out-of-distribution sets."""
+    return [dataset] + list(config["datasets"][dataset]["ood"])
+
+
+def trained_models(config: dict) -> list[str]:
+    """The models the grid trains and evaluates (a proxy with ``train: false`` is only scored)."""
+    return [m for m, spec in config["models"].items() if spec.get("train", True)]
+
+
+def arm_source(config: dict, arm: str) -> str:
+    """The difficulty source an arm ranks by: its ``@SOURCE``, else ``scoring.difficulty``."""
+    return split_arm(arm, config["scoring"]["difficulty"])[1]
+
+
+def scored_by(config: dict, model: str, arm: str) -> str:
+    """The model whose score table an arm of ``model`` selects from: the proxy for a proxy source."""
+    return config["scoring"]["proxy"] if SOURCES[arm_source(config, arm)].proxy else model
+
+
+def scored_models(config: dict) -> list[str]:
+    """Every model whose pool scores some arm reads (the trained ones, and the proxy when an arm uses it)."""
+    used = {scored_by(config, r["model"], r["policy"]) for r in grid(config)}
+    return [m for m in config["models"] if m in used]
+
+
+def grid(config: dict) -> list[dict]:
+    """Every (model, dataset, policy, budget label, seed) run of the experiment, as wildcard values."""
+    return [
+        dict(model=m, dataset=d, policy=p, budget=b, seed=s)
+        for m in trained_models(config)
+        for d in trainable_datasets(config)
+        for p in config["policies"]
+        for b in budget_labels(config, p)
+        for s in config["seeds"]
+    ]
+
+
+def training_runs(config: dict) -> list[dict]:
+    """Every trained arm: the grid's runs, times the sweep's variants (with a ``variant`` key) where it sweeps."""
+    names = sweep.names(config)
+    if not names:
+        return grid(config)
+    return [dict(r, variant=v) for r in grid(config) for v in names]
+
+
+def several_budgets(config: dict) -> bool:
+    """Several configured budgets that some policy buys (the budget curve's condition)."""
+    return len(config["budgets"]) > 1 and not all(fixed_size(p) for p in config["policies"])
+
+
+def has_ood(config: dict) -> bool:
+    return any(config["datasets"][d]["ood"] for d in trainable_datasets(config))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The run listing: every file the aggregate stage reads
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    model: str
+    dataset: str
+    policy: str
+    budget: str  # the budget label
+    seed: int
+    subset: str
+    log: str
+    manifest: str
+    evals: dict[str, str]  # evaluation set -> evaluation file
+    variant: str = ""  # the sweep variant ("" without a sweep)
+
+
+@dataclass(frozen=True)
+class BaseEval:
+    model: str
+    evalset: str
+    path: str
+
+
+@dataclass(frozen=True)
+class ScoreFile:
+    model: str
+    dataset: str
+    path: str
+
+
+@dataclass(frozen=True)
+class Listing:
+    runs: list[RunFiles]
+    base: list[BaseEval]
+    scores: list[ScoreFile]
+    tests: dict[str, str]  # evaluation set -> its test Parquet
+    num_generations: int
+    prompts_per_step: int
+    verify: list[ScoreFile] = field(default_factory=list)  # fresh pass rates of the selected items, where enabled
+    variants: dict[str, dict] = field(default_factory=dict)  # sweep variant -> its swept settings' values
+    proxy_scores: list[ScoreFile] = field(default_factory=list)  # pool scores of models only scored (proxies)
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        if not self.variants:  # without a sweep, the listing (and its digest) is what it was before sweeps
+            del d["variants"]
+            for r in d["runs"]:
+                del r["variant"]
+        if not self.proxy_scores:  # likewise without a proxy
+            del d["proxy_scores"]
+        return json.dumps(d, sort_keys=True, indent=1)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Listing":
+        return cls(runs=[RunFiles(**r) for r in d["runs"]], base=[BaseEval(**b) for b in d["base"]],
+                   scores=[ScoreFile(**s) for s in d["scores"]], tests=d["tests"],
+                   num_generations=d["num_generations"], prompts_per_step=d["prompts_per_step"],
+                   verify=[ScoreFile(**v) for v in d.get("verify", [])], variants=d.get("variants", {}),
+                   proxy_scores=[ScoreFile(**s) for s in d.get("proxy_scores", [])])
+
+    @classmethod
+    def read(cls, path: str | Path) -> "Listing":
+        return cls.from_dict(read_json(path))
+
+    def base_eval(self, model: str, evalset: str) -> str:
+        return next(b.path for b in self.base if (b.model, b.evalset) == (model, evalset))
+
+    def training_value(self, run: RunFiles, key: str):
+        """A training setting the analysis needs (``num_generations``, ``prompts_per_step``) as the run's variant
+        set it: the swept value, else the base section's."""
+        return self.variants.get(run.variant, {}).get(f"training.{key}", getattr(self, key))
+
+    def swept(self) -> list[str]:
+        """The swept settings (dotted paths), in sweep order."""
+        return list(dict.fromkeys(k for v in self.variants.values() for k in v))
+
+
+def listing(config: dict) -> Listing:
+    """The typed listing of every run of the grid and the files the aggregate stage reads."""
+    p = config_paths(config)
+    runs = [
+        RunFiles(**r, subset=p.subset.format(**r), log=p.train_log.format(**r), manifest=p.manifest.format(**r),
+                 evals={e: p.run_eval.format(**r, evalset=e) for e in evalsets(config, r["dataset"])})
+        for r in training_runs(config)
+    ]
+    every_evalset = sorted({e for d in trainable_datasets(config) for e in evalsets(config, d)})
+    return Listing(
+        runs=runs,
+        base=[BaseEval(m, e, p.base_eval.format(model=m, evalset=e)) for m in trained_models(config)
+              for e in every_evalset],
+        scores=[ScoreFile(m, d, p.scores.format(model=m, dataset=d))
+                for m in trained_models(config) for d in trainable_datasets(config)],
+        tests={e: p.data.format(dataset=e, split="test") for e in every_evalset},
+        num_generations=config["training"]["num_generations"],
+        prompts_per_step=config["training"]["prompts_per_step"],
+        verify=[ScoreFile(m, d, p.verify.format(model=m, dataset=d))
+                for m in trained_models(config) for d in trainable_datasets(config)] if verifies(config) else [],
+        variants={v.name: v.values for v in sweep.variants(config)},
+        proxy_scores=[ScoreFile(m, d, p.scores.format(model=m, dataset=d)) for m in scored_models(config)
+                      if m not in trained_models(config) for d in trainable_datasets(config)],
+    )
+
+
+def verifies(config: dict) -> bool:
+    return config["scoring"]["verify_samples"] > 0
+
+
+def subsets_of(config: dict, model: str, dataset: str) -> list[str]:
+    """Every subset selected from one model's scores of one dataset (the items a verification re-samples)."""
+    p = paths(config["results"])
+    return [p.subset.format(**r) for r in grid(config) if (r["model"], r["dataset"]) == (model, dataset)]
+
+
+def write_listing(config: dict) -> str:
+    """Write the listing file, named by a hash of its content: an unchanged plan finds it and re-runs nothing, a
+    changed one gets a new file (the aggregate jobs' input changes, so they re-run), and a dry run of another
+    plan never touches the file a running workflow reads."""
+    text = listing(config).to_json() + "\n"
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    path = Path(paths(config["results"]).listing.format(digest=digest))
+    if not path.exists():
+        write_text(text, path)
+    return str(path)
+
+
+# File roles an output reads (analysis.outputs.Output.reads).
+READS = ("evals", "ood_evals", "tests", "logs", "subsets", "scores", "proxy_scores", "verify")
+
+
+def files_read(lst: Listing, reads: frozenset[str]) -> list[str]:
+    """The files of the listing in the roles ``reads`` (see :data:`READS`)."""
+    unknown = set(reads) - set(READS)
+    if unknown:
+        raise ValueError(f"unknown file roles {sorted(unknown)}; allowed: {', '.join(READS)}")
+    files: list[str] = []
+    if "evals" in reads:
+        files += [b.path for b in lst.base] + [p for r in lst.runs for p in r.evals.values()]
+    if "ood_evals" in reads:
+        ood = {(r.model, e) for r in lst.runs for e in r.evals if e != r.dataset}
+        files += [b.path for b in lst.base if (b.model, b.evalset) in ood]
+        files += [p for r in lst.runs for e, p in r.evals.items() if e != r.dataset]
+    if "tests" in reads:
+        files += list(lst.tests.values())
+    if "logs" in reads:
+        files += [r.log for r in lst.runs]
+    if "subsets" in reads:
+        files += [r.subset for r in lst.runs]
+    if "scores" in reads:
+        files += [s.path for s in lst.scores]
+    if "proxy_scores" in reads:
+        files += [s.path for s in lst.proxy_scores]
+    if "verify" in reads:
+        files += [v.path for v in lst.verify]
+    return list(dict.fromkeys(files))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Job settings
+
+
+def model_path(config: dict, model: str) -> str:
+    """Where a model is loaded from: the bootstrapped folder, or the configured hub id / path."""
+    spec = config["models"][model]
+    return paths(config["results"]).model.format(model=model) if "bootstrap" in spec else spec["path"]
+
+
+def adaptive_cuts(config: dict) -> dict | None:
+    """What adaptive scoring must settle (``None`` when scoring is not adaptive): the configured policies, every
+    budget, the budget rounding and the base training G (the ``learnable`` policy ranks by it)."""
+    if config["scoring"].get("adaptive") is None:
+        return None
+    budgets = sorted({parse_budget(b) for p in config["policies"] for b in budget_labels(config, p)}, key=str)
+    # Every arm ranks by labels here (config validation refuses adaptive scoring with a label-free arm).
+    policies = list(dict.fromkeys(split_arm(p)[0] for p in config["policies"]))
+    return {"policies": policies, "budgets": budgets, "rounding": config["budget_rounding"],
+            "group_size": config["training"]["num_generations"]}
+
+
+SELECTION_ONLY = ("difficulty", "proxy")  # scoring fields that choose what selection reads, not how samples are drawn
+
+
+def generation_settings(config: dict, section: str, model: str, evalset: str | None = None) -> dict:
+    """A scoring/verify/evaluation job's settings (``settings.Generation``): the section, the backend, the model's
+    chat-template arguments and the LoRA rank bound. Evaluation-only sets (e.g. AIME) take the ``ood_*`` sampling
+    (pass@k with longer completions)."""
+    if section == "verify":  # the scoring sampling, with fresh samples: its own count and seed
+        sc = config["scoring"]
+        s = dict(sc, num_samples=sc["verify_samples"], seed=sc["verify_seed"])
+    else:
+        s = dict(config[section])
+    # Adaptive rounds are the pool's scoring only: verification draws a fixed count of fresh samples.
+    s = {k: v for k, v in s.items() if not k.startswith("verify_") and not (section == "verify" and k == "adaptive")
+         and k not in SELECTION_ONLY}
+    if evalset and config["datasets"][evalset]["eval_only"]:
+        for key in ("num_samples", "max_new_tokens"):
+            s[key] = s.get(f"ood_{key}", s[key])
+    s = {k: v for k, v in s.items() if not k.startswith("ood_")}
+    if config["backend"] == "vllm":  # vLLM sizes its LoRA slots up front; other backends need no bound
+        s["max_lora_rank"] = max([config["training"]["lora"]["r"]] + list(sweep.axes(config).get("training.lora.r", [])))
+    return dict(s, backend=config["backend"], backend_kwargs=config["backend_kwargs"],
+                **_template_kwargs(config, model))
+
+
+def training_settings(config: dict, model: str, variant: str | None = None) -> dict:
+    """A training job's settings (``settings.Training``): the training section (a sweep variant's: the base
+    section with the variant's values) and the model's chat-template arguments."""
+    return dict(sweep.training_of(config, variant), **_template_kwargs(config, model))
+
+
+def _template_kwargs(config: dict, model: str) -> dict:
+    """The model's ``chat_template_kwargs`` where it has them (absent otherwise, so job settings stay minimal)."""
+    spec = config["models"][model]
+    return {"chat_template_kwargs": spec["chat_template_kwargs"]} if "chat_template_kwargs" in spec else {}

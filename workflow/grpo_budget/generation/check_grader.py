@@ -1,0 +1,207 @@
+"""check-grader: grade each item's reference solution against its own gold answer.
+
+A grader that cannot recognise the data set's own worked solutions (or that
+accepts them against a wrong answer) would silently corrupt pass rates, rewards
+and evaluations.  ``check(frame)`` grades every item's ``solution`` as if it
+were a completion; ``check(frame, perturb=True)`` first replaces each gold answer
+by a wrong one of the same type and expects rejection.
+
+CLI (wired by ``grpo-budget check-grader``)::
+
+    grpo-budget check-grader --dataset math --data-files ../shared/data/math/train.jsonl
+    grpo-budget check-grader --dataset math --data-files ... --perturb
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import sys
+from typing import Sequence
+
+import pandas as pd
+
+from grpo_budget.errors import UserError
+from grpo_budget.generation.grading import grade, normalize_option, parse_number
+from grpo_budget.prepare.loaders import BENCHMARKS, load_benchmark
+
+__all__ = ["check", "format_report", "perturb_answer", "main"]
+
+_LETTERS = "ABCDEFG"
+
+
+def _format_number(x: float) -> str:
+    if x == int(x):
+        return str(int(x))
+    return repr(x)
+
+
+def perturb_answer(gold: str, answer_type: str, rng: random.Random, n_options: int | None = None) -> str:
+    """A WRONG answer of the same type as ``gold``."""
+    gold = "" if gold is None else str(gold)
+    if answer_type == "number":
+        value = parse_number(gold)
+        if value is None:
+            return gold + "1"
+        offset = rng.choice([-1, 1]) * rng.randint(1, 9)
+        return _format_number(value + offset)
+    if answer_type == "option":
+        letter = normalize_option(gold)
+        choices = _LETTERS[: n_options] if n_options else _LETTERS
+        others = [c for c in choices if c != letter] or [c for c in _LETTERS if c != letter]
+        return f"({rng.choice(others)})"
+    # math: change one digit of the answer (every numeric value changes), or
+    # add 1 when it has no digit (symbolic answers such as \pi or x^2+y^2).
+    digits = [m.start() for m in re.finditer(r"\d", gold)]
+    if digits:
+        pos = rng.choice(digits)
+        # a different non-zero digit: no leading zeros, no division by zero
+        new = rng.choice([d for d in "123456789" if d != gold[pos]])
+        return gold[:pos] + new + gold[pos + 1 :]
+    return "(" + gold + ")+1" if gold else "1"
+
+
+def check(
+    frame: pd.DataFrame,
+    mode: str = "lenient",
+    perturb: bool = False,
+    seed: int = 0,
+    show: int = 5,
+) -> dict:
+    """Grade ``solution`` against ``answer`` for every item of ``frame``.
+
+    Returns ``{n, accuracy, correct, format_failures, skipped, failures, ...}``;
+    ``failures`` lists the first ``show`` items that failed the check (without
+    perturbation: graded wrong; with perturbation: graded right against the
+    wrong gold) as ``{id, gold, extracted, format_ok}``.
+    """
+    rng = random.Random(seed)
+    n = correct = format_failures = skipped = 0
+    failing: list[dict] = []
+    n_failing = 0
+    for row in frame.itertuples(index=False):
+        solution = getattr(row, "solution", None)
+        if solution is None or (isinstance(solution, float) and pd.isna(solution)) or not str(solution).strip():
+            skipped += 1
+            continue
+        answer_type = row.answer_type
+        gold = str(row.answer)
+        if perturb:
+            n_options = getattr(row, "n_objects", None)
+            n_options = int(n_options) if n_options is not None and not pd.isna(n_options) else None
+            gold = perturb_answer(gold, answer_type, rng, n_options)
+        g = grade(str(solution), gold, answer_type, mode=mode)
+        n += 1
+        correct += g.correct
+        format_failures += not g.format_ok
+        failed = g.correct if perturb else not g.correct
+        if failed:
+            n_failing += 1
+            if len(failing) < show:
+                failing.append(
+                    {
+                        "id": row.id,
+                        "gold": gold,
+                        "original_gold": str(row.answer) if perturb else None,
+                        "extracted": g.extracted,
+                        "format_ok": g.format_ok,
+                    }
+                )
+    return {
+        "n": n,
+        "correct": correct,
+        "accuracy": correct / n if n else float("nan"),
+        "format_failures": format_failures,
+        "n_failing": n_failing,
+        "skipped": skipped,
+        "mode": mode,
+        "perturb": perturb,
+        "failures": failing,
+    }
+
+
+def format_report(result: dict) -> str:
+    what = "accepted against a WRONG gold" if result.get("perturb") else "graded correct"
+    lines = [
+        f"{result['n']} items ({result.get('mode', '?')} mode"
+        + (", perturbed golds" if result.get("perturb") else "")
+        + f"): {result['correct']} {what} = {100 * result['accuracy']:.2f}%",
+        f"format failures (no answer extracted): {result['format_failures']}",
+    ]
+    if result.get("skipped"):
+        lines.append(f"skipped (no reference solution): {result['skipped']}")
+    if result["failures"]:
+        lines.append(f"first {len(result['failures'])} of {result.get('n_failing', '?')} failing items:")
+        for f in result["failures"]:
+            orig = f" (original {f['original_gold']!r})" if f.get("original_gold") is not None else ""
+            lines.append(
+                f"  {f['id']}: gold {f['gold']!r}{orig}, extracted {f['extracted']!r}"
+                + ("" if f["format_ok"] else " [format failure]")
+            )
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="grpo-budget check-grader",
+        description="Grade each benchmark item's reference solution against its gold answer.",
+    )
+    p.add_argument("--dataset", required=True, choices=list(BENCHMARKS))
+    p.add_argument("--data-files", nargs="+", help="local data files (default: the hub copy)")
+    p.add_argument("--format", help="json/jsonl/parquet/csv (default: from the file names)")
+    p.add_argument("--hub-id", help="a hub copy other than the default")
+    p.add_argument("--field", action="append", default=[], metavar="KEY=COLUMN",
+                   help="map a field to the copy's column, e.g. --field question=problem (repeatable)")
+    p.add_argument("--split", choices=["pool", "test", "all"], default="all")
+    p.add_argument("--mode", choices=["lenient", "strict", "paper"], default="lenient")
+    p.add_argument("--perturb", action="store_true", help="replace each gold by a wrong one; expect rejection")
+    p.add_argument("--min-accuracy", type=float, default=0.99, help="fail below this (default 0.99)")
+    p.add_argument(
+        "--max-accuracy", type=float, default=0.01, help="with --perturb: fail above this (default 0.01)"
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--show", type=int, default=5)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    spec: dict = {}
+    for mapping in args.field:
+        key, sep, column = mapping.partition("=")
+        if not sep or not key or not column:
+            raise UserError(f"--field {mapping!r}: expected KEY=COLUMN, e.g. question=problem")
+        spec.setdefault("fields", {})[key] = column
+    if args.data_files:
+        spec["data_files"] = args.data_files[0] if len(args.data_files) == 1 else list(args.data_files)
+    if args.format:
+        spec["format"] = args.format
+    if args.hub_id:
+        spec["hub_id"] = args.hub_id
+    frames = load_benchmark(args.dataset, spec, args.seed)
+    roles = ["pool", "test"] if args.split == "all" else [args.split]
+    chosen = [frames[r] for r in roles if r in frames]
+    if not chosen:
+        print(f"no {args.split} items in {args.dataset}", file=sys.stderr)
+        return 2
+    frame = pd.concat(chosen, ignore_index=True)
+    result = check(frame, mode=args.mode, perturb=args.perturb, seed=args.seed, show=args.show)
+    print(f"check-grader {args.dataset}")
+    print(format_report(result))
+    if result["n"] == 0:
+        print("no items with a reference solution to check", file=sys.stderr)
+        return 2
+    if args.perturb:
+        if result["accuracy"] > args.max_accuracy:
+            print(f"FAIL: {100 * result['accuracy']:.2f}% accepted > {100 * args.max_accuracy:.2f}% allowed")
+            return 1
+    elif result["accuracy"] < args.min_accuracy:
+        print(f"FAIL: {100 * result['accuracy']:.2f}% < {100 * args.min_accuracy:.2f}% required")
+        return 1
+    print("OK")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

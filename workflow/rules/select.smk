@@ -1,0 +1,24 @@
+# Select stage: a budget cut from the scored pool by policy and difficulty source (grpo_budget.select).
+
+
+rule select:
+    """Cut the budget from the scored pool by policy and difficulty source (seeded tie-breaks)."""
+    input:
+        get_select_scores,
+    output:
+        P.subset,
+    params:
+        tiers=lambda wc: as_json(config["datasets"][wc.dataset].get("tiers")),
+        rounding=config["budget_rounding"],
+        group_size=get_group_size_arg,
+        source=get_source_arg,
+    log:
+        log_file("select", "{model}_{dataset}_{policy}_b{budget}_s{seed}"),
+    benchmark:
+        benchmark_file("select", "{model}_{dataset}_{policy}_b{budget}_s{seed}")
+    conda:
+        "../../envs/grpo-budget.yaml"
+    shell:
+        "grpo-budget select --scores {input:q} --policy {wildcards.policy} --budget {wildcards.budget}"
+        " --seed {wildcards.seed} --rounding {params.rounding} --tiers {params.tiers:q}"
+        "{params.group_size}{params.source} --out {output:q} > {log:q} 2>&1"
