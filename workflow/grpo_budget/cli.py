@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from grpo_budget.errors import UserError
+from grpo_budget.reproducible import pin_cpu_code_path
 
 # A missing file named on the command line is the user's mistake too.
 USER_ERRORS = (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError)
@@ -48,15 +49,19 @@ def cmd_bootstrap_model(a: argparse.Namespace) -> None:
 
 
 def cmd_score(a: argparse.Namespace) -> None:
+    from grpo_budget.experiment.settings import Adaptive, Generation
     from grpo_budget.score.scoring import score
 
-    score(a.model, a.pool, a.out, a.settings, a.dataset, a.cuts)
+    adaptive = a.settings.get("adaptive")
+    score(a.model, a.pool, a.out, Generation.from_dict(a.settings, "scoring"),
+          None if adaptive is None else Adaptive.from_dict(adaptive), a.dataset, a.cuts)
 
 
 def cmd_verify(a: argparse.Namespace) -> None:
+    from grpo_budget.experiment.settings import Generation
     from grpo_budget.score.verify import verify
 
-    verify(a.model, a.subsets, a.out, a.settings, a.dataset)
+    verify(a.model, a.subsets, a.out, Generation.from_dict(a.settings, "scoring"), a.dataset)
 
 
 def cmd_select(a: argparse.Namespace) -> None:
@@ -71,15 +76,19 @@ def cmd_select(a: argparse.Namespace) -> None:
 
 
 def cmd_train(a: argparse.Namespace) -> None:
+    from grpo_budget.experiment.settings import Training
     from grpo_budget.train.training import train
 
-    train(a.subset, a.model, a.checkpoints, a.log_out, a.manifest_out, a.settings, a.dataset, a.seed)
+    train(a.subset, a.model, a.checkpoints, a.log_out, a.manifest_out, Training.from_dict(a.settings), a.dataset,
+          a.seed)
 
 
 def cmd_evaluate(a: argparse.Namespace) -> None:
     from grpo_budget.evaluate.evaluation import evaluate
+    from grpo_budget.experiment.settings import Generation
 
-    evaluate(a.model, a.test, a.out, a.settings, a.dataset, a.manifest, a.final_only)
+    evaluate(a.model, a.test, a.out, Generation.from_dict(a.settings, "evaluation"), a.dataset, a.manifest,
+             a.final_only)
 
 
 def cmd_aggregate(a: argparse.Namespace) -> None:
@@ -215,6 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if {"-v", "--verbose"} & set(argv) else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        pin_cpu_code_path()  # before any stage imports torch
         command = _command_index(argv)
         if command is not None and argv[command] in PASSTHROUGH:
             import importlib

@@ -1,0 +1,1 @@
+"""Cluster: the SLURM profile and controller launch, and the cost plan (work, rates, runtime requests)."""

@@ -1,0 +1,1 @@
+"""Generation: model backends (transformers, vLLM), prompts, graders, and sampling-and-grading of item tables."""
