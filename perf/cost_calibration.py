@@ -25,6 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
 from grpo_budget.cluster import cost  # noqa: E402
+from grpo_budget.cluster.rates import fit_rates, measurements  # noqa: E402
+from grpo_budget.cluster.rules import RULES  # noqa: E402
+from grpo_budget.cluster.work import write_jobs  # noqa: E402
 from grpo_budget.experiment import config as config_mod  # noqa: E402
 
 CHECKED = ("score", "train", "evaluate")  # the stages the plan must predict within TOLERANCE
@@ -66,14 +69,14 @@ def main(argv: list[str] | None = None) -> int:
     for name, folder in (("tiny.yaml", a.tiny), ("tiny-sweep.yaml", a.tiny_sweep)):
         cfg_file = ROOT / "tests" / "configs" / name
         run(cfg_file, folder.resolve(), a.cores, a.reuse)
-        cost.write_jobs(load(cfg_file, folder.resolve()))  # the runs write it too; here for runs made before they did
+        write_jobs(load(cfg_file, folder.resolve()))  # the runs write it too; here for runs made before they did
         folders.append(str(folder.resolve()))
 
     # The plan before submitting: the default's config alone, rates from the tiny runs only.
     with tempfile.TemporaryDirectory() as empty:
         plan_cfg = load(a.default_config, Path(empty))
         predicted = cost.estimate(plan_cfg, folders=folders)
-    fit = cost.fit_rates(cost.measurements(folders))
+    fit = fit_rates(measurements(folders))
     print("\nrates fitted on the tiny runs:")
     for (kind, size), r in sorted(fit.items()):
         print(f"  {kind:16s} {size:g}B: startup {r.startup:6.1f} s, {1e3 * r.per_pass:7.2f} ms per decoding step, "
@@ -81,8 +84,8 @@ def main(argv: list[str] | None = None) -> int:
 
     default_cfg = load(a.default_config, a.default.resolve())
     run(None, a.default.resolve(), a.cores, a.reuse)
-    cost.write_jobs(default_cfg)
-    measured = cost.measurements([str(a.default.resolve())])
+    write_jobs(default_cfg)
+    measured = measurements([str(a.default.resolve())])
     both = predicted.merge(measured[["rule", "name", "seconds", "loop_seconds"]]
                            .rename(columns={"seconds": "measured_s", "loop_seconds": "measured_work_s"}),
                            on=["rule", "name"], how="inner")
@@ -91,14 +94,14 @@ def main(argv: list[str] | None = None) -> int:
                       for row in both.itertuples()]
     if a.jobs:
         print("\n" + both[["rule", "name", "work", "seconds", "measured_s"]].to_string(index=False))
-    print(f"\nembedded default, predicted from the tiny runs vs measured (seconds per job, mean over the rule's jobs):")
+    print("\nembedded default, predicted from the tiny runs vs measured (seconds per job, mean over the rule's jobs):")
     print(f"{'rule':16s} {'jobs':>4s} {'predicted':>10s} {'measured':>10s} {'ratio':>7s}   "
           f"{'of which working (predicted / measured, from the job logs)'}")
     failed = []
     for rule, rows in both.groupby("rule", sort=False):
         pred, meas = rows["seconds"].mean(), rows["measured_s"].mean()
         ratio = pred / meas if meas else float("nan")
-        stage = cost.STAGES[rule]
+        stage = RULES[rule].stage
         flag = ""
         if stage in CHECKED:
             ok = abs(ratio - 1) <= TOLERANCE

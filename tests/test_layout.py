@@ -140,3 +140,14 @@ def test_package_inits_are_empty_of_code():
             docstring = isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
             version = isinstance(n, ast.Assign) and [getattr(x, "id", None) for x in n.targets] == ["__version__"]
             assert docstring or version, f"{path.relative_to(ROOT)}:{n.lineno}"
+
+
+def test_tests_mirror_the_stage_folders():
+    """A stage's tests are in ``tests/STAGE/``; what spans stages (the workflow end to end, the CLI's errors, the
+    registries, the docs, this file) stays at the top. Test file names are unique (pytest imports them by name)."""
+    tests = ROOT / "tests"
+    data = {"configs", "slurm", "__pycache__"}
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and p.name not in data}
+    assert folders <= {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    names = [p.name for p in tests.rglob("test_*.py")]
+    assert len(names) == len(set(names))

@@ -17,7 +17,7 @@ import yaml
 from grpo_budget.aggregate import outputs, run
 from grpo_budget.aggregate.read import _sort_arms
 from grpo_budget.experiment import config, plan, schema, settings
-from grpo_budget.prepare.loaders import BENCHMARKS
+from grpo_budget.prepare.benchmarks import BENCHMARKS
 from grpo_budget.prepare.splits import GENERATORS
 from grpo_budget.select.policies import POLICIES, Policy, select
 from grpo_budget.select.sources import SOURCES
@@ -31,12 +31,12 @@ def schema_props(pointer):
 
 
 def test_schema_enums_are_the_registries():
-    schema = schema.load_schema()
-    arms = schema.section_schema(schema, ("policies", "*"))["enum"]
+    full = schema.load_schema()
+    arms = schema.section_schema(full, ("policies", "*"))["enum"]
     assert arms[: len(POLICIES)] == list(POLICIES)  # the policies, then POLICY@SOURCE for those that rank
     assert arms[len(POLICIES):] == [f"{p}@{s}" for p in POLICIES if POLICIES[p].ranks for s in SOURCES]
-    assert schema.section_schema(schema, ("datasets", "*", "benchmark"))["enum"] == list(BENCHMARKS)
-    assert schema.section_schema(schema, ("datasets", "*", "generator"))["enum"] == list(GENERATORS)
+    assert schema.section_schema(full, ("datasets", "*", "benchmark"))["enum"] == list(BENCHMARKS)
+    assert schema.section_schema(full, ("datasets", "*", "generator"))["enum"] == list(GENERATORS)
     # the schema file itself names none of them: nothing to keep in sync by hand
     raw = yaml.safe_load(schema.SCHEMA_PATH.read_text())
     for pointer in schema.REGISTRY_ENUMS:
@@ -84,6 +84,10 @@ def test_policy_registry_entries_all_select():
         out = select(scores, name, 5, seed=0, tiers={"column": "level", "values": [1, 2]}, group_size=8)
         assert len(out) == (len(scores) if name == "full" else 10 if policy.size else 5), name
         assert (out["policy"] == name).all()
+        other = select(scores, name, 5, seed=1, tiers={"column": "level", "values": [1, 2]}, group_size=8)
+        # a ranking policy's seed only breaks ties; of the others, only a seeded one buys other items with another
+        # seed (the cost plan relies on it)
+        assert policy.seeded == (not policy.ranks and set(out["id"]) != set(other["id"])), name
     assert len({p.color for p in POLICIES.values()}) == len(POLICIES)
 
 

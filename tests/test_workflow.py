@@ -113,7 +113,7 @@ def test_second_run_does_nothing_and_one_figure_reruns_alone(tiny_run):
 def test_embedded_default_end_to_end(embedded_default_run):
     """The README's main command on the embedded default: calibrated base model, adaptive scoring, 5 policies +
     base, report."""
-    results = embedded_default_run  # run once per session (conftest): tests/test_vllm.py reuses it
+    results = embedded_default_run  # run once per session (conftest): tests/generation/test_vllm.py reuses it
     scores = pd.read_parquet(results / "scores/tiny/framearith.parquet")
     # adaptive scoring: unequal counts, as many samples in all as K=8, every sample kept
     assert scores["n_samples"].nunique() > 2 and scores["n_samples"].sum() <= 8 * len(scores)

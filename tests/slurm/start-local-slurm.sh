@@ -17,9 +17,9 @@
 # workflow waits forever after its jobs have completed.
 #
 # GPUs: this node has no GRES.  Jobs that ask for --gpus/--gres are rejected
-# by sbatch, so the tests submit the workflow with a CPU-only copy of
-# profiles/slurm (grpo_budget.cluster.slurm.write_local_profile drops the gpu
-# requests and caps mem/cpus to this node); see tests/test_slurm.py.
+# by sbatch, so the tests submit the workflow with the real profiles/slurm
+# and GRPO_SLURM_GPUS=0 (no GPU requests) plus GRPO_SLURM_MAX_CPUS and
+# GRPO_SLURM_MAX_MEM_MB capped to this node; see LOCAL_ENV in tests/cluster/test_slurm.py.
 #
 # Environment knobs (defaults in brackets):
 #   SLURM_CLUSTER_NAME [localcluster]  SLURM_PARTITION [debug]

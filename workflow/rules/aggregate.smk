@@ -16,9 +16,9 @@ rule summary:
         settings=as_json(config["analysis"]),
         caption=caption("summary", config),
     log:
-        log_file("aggregate", "summary"),
+        log_file("summary"),
     benchmark:
-        benchmark_file("aggregate", "summary")
+        benchmark_file("summary")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:
@@ -41,9 +41,9 @@ rule table:
         settings=as_json(config["analysis"]),
         caption=lambda wc: caption(wc.name, config),
     log:
-        log_file("aggregate", "table_{name}"),
+        log_file("table"),
     benchmark:
-        benchmark_file("aggregate", "table_{name}")
+        benchmark_file("table")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:
@@ -65,9 +65,9 @@ rule figure:
         settings=as_json(config["analysis"]),
         caption=lambda wc: caption(wc.name, config),
     log:
-        log_file("aggregate", "{name}"),
+        log_file("figure"),
     benchmark:
-        benchmark_file("aggregate", "{name}")
+        benchmark_file("figure")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:

@@ -11,6 +11,8 @@ from snakemake.utils import min_version
 
 from grpo_budget.aggregate.run import OUTPUTS, caption, names
 from grpo_budget.cluster import cost
+from grpo_budget.cluster.rules import RULES, job_pattern, log_folder
+from grpo_budget.cluster.work import write_jobs
 from grpo_budget.experiment import config as grpo_config
 from grpo_budget.experiment import plan
 from grpo_budget.experiment.schema import ConfigError
@@ -28,33 +30,33 @@ except ConfigError as e:
     raise WorkflowError(f"invalid configuration: {e}") from None
 
 P = plan.config_paths(config)  # with a `sweep:`, training and evaluation outputs have a {variant} level
-RUN_NAME = plan.run_name(config)  # log and benchmark name of a training or evaluation job
 LISTING = plan.write_listing(config)  # the aggregate jobs read the run listing from this file
-cost.write_jobs(config)  # every job's work, which later cost plans join to this run's benchmark files
+write_jobs(config)  # every job's work, which later cost plans join to this run's benchmark files
 NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 
 
-def log_file(rule, name):
-    return P.log.format(rule=rule, name=name)
+def log_file(rule):
+    """A rule's log file, named as grpo_budget.cluster.rules.RULES says (the cost plan reads the same table)."""
+    return P.log.format(rule=log_folder(rule), name=job_pattern(config, rule))
 
 
-def benchmark_file(rule, name):
-    return P.benchmark.format(rule=rule, name=name)
+def benchmark_file(rule):
+    return P.benchmark.format(rule=log_folder(rule), name=job_pattern(config, rule))
 
 
 # Host memory of the GPU rules, scaled to the model (config `models.NAME.size_b`, billions of parameters): one
 # A100-80GB holds a bf16 model of up to ~14B with LoRA (2 GB of weights per billion, activations and vLLM's share on
 # top). Host memory (MB) = base + per_billion * size_b.
-GPU_SCALING = {
+GPU_SCALING = {  # by stage (grpo_budget.cluster.rules.RULES)
     "score": {"mem_mb": (16000, 4000)},
     "train": {"mem_mb": (32000, 6000)},
     "evaluate": {"mem_mb": (16000, 4000)},
 }
 
 
-def scaled(stage, resource):
-    """A resource callable of a GPU rule, from the model's size."""
-    base, per_billion = GPU_SCALING[stage][resource]
+def scaled(rule, resource):
+    """A resource callable of a GPU rule, from its stage and the model's size."""
+    base, per_billion = GPU_SCALING[RULES[rule].stage][resource]
     return lambda wc: int(base + per_billion * config["models"][wc.model]["size_b"])
 
 

@@ -14,12 +14,12 @@ rule evaluate_base:
         dataset=lambda wc: get_dataset(wc, wc.evalset),
     threads: 1
     resources:
-        mem_mb=scaled("evaluate", "mem_mb"),
+        mem_mb=scaled("evaluate_base", "mem_mb"),
         runtime=job_runtime("evaluate_base"),
     log:
-        log_file("evaluate_base", "{model}_{evalset}"),
+        log_file("evaluate_base"),
     benchmark:
-        benchmark_file("evaluate_base", "{model}_{evalset}")
+        benchmark_file("evaluate_base")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:
@@ -46,9 +46,9 @@ rule evaluate:
         mem_mb=scaled("evaluate", "mem_mb"),
         runtime=job_runtime("evaluate"),
     log:
-        log_file("evaluate", f"{RUN_NAME}_{{evalset}}"),
+        log_file("evaluate"),
     benchmark:
-        benchmark_file("evaluate", f"{RUN_NAME}_{{evalset}}")
+        benchmark_file("evaluate")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:

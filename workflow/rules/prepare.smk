@@ -8,9 +8,9 @@ rule prepare:
     params:
         dataset=get_dataset,
     log:
-        log_file("prepare", "{dataset}_{split}"),
+        log_file("prepare"),
     benchmark:
-        benchmark_file("prepare", "{dataset}_{split}")
+        benchmark_file("prepare")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:

@@ -18,9 +18,9 @@ rule score:
         mem_mb=scaled("score", "mem_mb"),
         runtime=job_runtime("score"),
     log:
-        log_file("score", "{model}_{dataset}"),
+        log_file("score"),
     benchmark:
-        benchmark_file("score", "{model}_{dataset}")
+        benchmark_file("score")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:
@@ -42,12 +42,12 @@ rule verify:
         dataset=get_dataset,
     threads: 1
     resources:
-        mem_mb=scaled("score", "mem_mb"),
+        mem_mb=scaled("verify", "mem_mb"),
         runtime=job_runtime("verify"),
     log:
-        log_file("verify", "{model}_{dataset}"),
+        log_file("verify"),
     benchmark:
-        benchmark_file("verify", "{model}_{dataset}")
+        benchmark_file("verify")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:

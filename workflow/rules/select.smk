@@ -13,9 +13,9 @@ rule select:
         group_size=get_group_size_arg,
         source=get_source_arg,
     log:
-        log_file("select", "{model}_{dataset}_{policy}_b{budget}_s{seed}"),
+        log_file("select"),
     benchmark:
-        benchmark_file("select", "{model}_{dataset}_{policy}_b{budget}_s{seed}")
+        benchmark_file("select")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:

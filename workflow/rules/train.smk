@@ -19,9 +19,9 @@ rule train:
         mem_mb=scaled("train", "mem_mb"),
         runtime=job_runtime("train"),
     log:
-        log_file("train", RUN_NAME),
+        log_file("train"),
     benchmark:
-        benchmark_file("train", RUN_NAME)
+        benchmark_file("train")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:
@@ -41,9 +41,9 @@ rule bootstrap_model:
         settings=lambda wc: as_json(config["models"][wc.model]["bootstrap"]),
     threads: 2
     log:
-        log_file("bootstrap_model", "{model}"),
+        log_file("bootstrap_model"),
     benchmark:
-        benchmark_file("bootstrap_model", "{model}")
+        benchmark_file("bootstrap_model")
     conda:
         "../../envs/grpo-budget.yaml"
     shell:

@@ -1,5 +1,5 @@
-"""How well a label-free difficulty source tracks gold pass rates: Spearman's rho with a bootstrap interval, and
-confident wrong majorities by gold pass-rate tier."""
+"""How well a label-free difficulty source tracks gold pass rates: Spearman's rho with a bootstrap interval,
+confident wrong majorities by gold pass-rate tier, and the label-free calibration table built from them."""
 
 from __future__ import annotations
 
@@ -9,6 +9,11 @@ import numpy as np
 import pandas as pd
 
 from grpo_budget import stats
+from grpo_budget.aggregate.read import _available, _read
+from grpo_budget.experiment.plan import FULL_LABEL, Listing, parse_budget
+from grpo_budget.experiment.settings import Analysis
+from grpo_budget.select.policies import difficulty, select
+from grpo_budget.select.sources import ranking_counts
 
 
 def spearman(x: np.ndarray, y: np.ndarray) -> float:
@@ -66,3 +71,58 @@ def confident_wrong(scores: pd.DataFrame) -> pd.DataFrame:
 def _majority_correct(row: pd.Series) -> bool:
     """Whether an item's majority answer is one its correct samples gave."""
     return any(ok and a == row["majority_answer"] for a, ok in zip(row["answers"], row["correct"]))
+
+
+CALIBRATED_POLICIES = ("hard", "medium", "easy")
+
+
+def label_free_calibration(runs: Listing, s: Analysis) -> pd.DataFrame:
+    """How well each label-free or proxy difficulty source stands in for the gold pass rate, per model × dataset
+    whose pool has gold answers (long form: one row per source and measure).
+
+    - ``rho``: Spearman ρ between the source and the trained model's gold pass rate over the pool, with a
+      percentile bootstrap interval over items (answer entropy enters negated, so that higher = easier throughout).
+    - ``overlap``: the share of the label-selected subset that the same policy picks by the source, at each budget
+      of the runs (tie-break seed: the runs' first).
+    - ``confident_wrong``: by gold pass-rate tier, the share of items whose majority answer is wrong though more
+      than half the samples give it (proxy_agreement: the proxy's majority, tiers by its own pass rate).
+    """
+    proxies = {p.dataset: p.path for p in runs.proxy_scores}
+    budgets = sorted({r.budget for r in runs.runs if r.budget != FULL_LABEL}, key=lambda b: float(parse_budget(b)))
+    seed = min((r.seed for r in runs.runs), default=0)
+    cols = ["id", "n_samples", "n_correct", "pass_rate", "pass_rate_eb", "answers", "correct", "majority_answer",
+            "n_agree", "agreement", "answer_entropy"]
+    rows = []
+    for sc in runs.scores:
+        gold = _read(sc.path, _available(sc.path, cols))
+        if "agreement" not in gold or gold["pass_rate"].isna().all():
+            continue  # scored before label-free difficulty, or an unlabeled pool: nothing to check against
+        truth = difficulty(gold)
+        signals = {"agreement": ranking_counts(gold, "agreement"), "answer_entropy": None}
+        proxy = None
+        if sc.dataset in proxies:
+            proxy = _read(proxies[sc.dataset], _available(proxies[sc.dataset], cols)).set_index("id").loc[gold["id"]]
+            proxy = proxy.reset_index()
+            signals.update(proxy=proxy, proxy_agreement=ranking_counts(proxy, "agreement"))
+        key = {"model": sc.model, "dataset": sc.dataset}
+        # The label-selected subsets every source is compared with, once per budget and policy.
+        wanted = {(budget, policy): set(select(gold, policy, parse_budget(budget), seed)["id"])
+                  for budget in budgets for policy in CALIBRATED_POLICIES}
+        for source, table in signals.items():
+            values = -gold["answer_entropy"].to_numpy(float) if source == "answer_entropy" else difficulty(table)
+            rho, lo, hi = spearman_ci(values, truth, min(s.n_boot, 1000), s.seed, s.level)
+            rows.append({**key, "source": source, "measure": "rho", "at": "", "value": rho, "lo": lo, "hi": hi,
+                         "items": len(gold)})
+            if table is None:
+                continue
+            for (budget, policy), want in wanted.items():
+                got = set(select(table, policy, parse_budget(budget), seed)["id"])
+                rows.append({**key, "source": source, "measure": "overlap", "at": f"{policy} @ {budget}",
+                             "value": len(want & got) / len(want), "lo": np.nan, "hi": np.nan, "items": len(want)})
+        for source, table in (("agreement", gold), ("proxy_agreement", proxy)):
+            if table is None:
+                continue
+            for _, t in confident_wrong(table).iterrows():
+                rows.append({**key, "source": source, "measure": "confident_wrong", "at": f"tier {t['tier']}",
+                             "value": t["confident_wrong"], "lo": t["lo"], "hi": t["hi"], "items": t["items"]})
+    return pd.DataFrame(rows, columns=["model", "dataset", "source", "measure", "at", "value", "lo", "hi", "items"])

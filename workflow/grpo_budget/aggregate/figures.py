@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from grpo_budget import stats
+from grpo_budget.aggregate.gains import curves, gains_over_seeds
+from grpo_budget.aggregate.learnable import _learnable_row
 from grpo_budget.aggregate.outputs import output
 from grpo_budget.aggregate.read import (
     PANEL,
@@ -17,15 +18,16 @@ from grpo_budget.aggregate.read import (
     _policy_color,
     _policy_rank,
     _read,
-    as_settings,
     keys_in,
 )
 from grpo_budget.aggregate.render import _heading, _sections
-from grpo_budget.aggregate.tables import _learnable_row, curves, difficulty_table, gains_over_seeds, verdict_table
+from grpo_budget.aggregate.tiers import difficulty_table
+from grpo_budget.aggregate.verdicts import verdict_table
 from grpo_budget.experiment.plan import Listing, budget_sort_key
 from grpo_budget.experiment.settings import Analysis
 from grpo_budget.experiment.sweep import format_value, label
 from grpo_budget.io import atomic_path
+from grpo_budget.learnability import learnable_from_log, window_steps
 
 BUDGET_STYLES = ["-", "--", ":", "-."]
 
@@ -66,9 +68,8 @@ def _empty(ax, text: str) -> None:
 
 
 @output("accuracy_vs_checkpoint", "figure", reads={"evals"})
-def figure_accuracy(runs: Listing, outs: Sequence[str], settings: Analysis | dict) -> None:
+def figure_accuracy(runs: Listing, outs: Sequence[str], s: Analysis) -> None:
     """Accuracy vs checkpoint per arm (mean over seeds) with its bootstrap band; one panel per test set."""
-    s = as_settings(settings)
     df = curves(runs, s)
     groups = _sections(df, PANEL)
     fig, axes = _panels(len(groups))
@@ -95,9 +96,8 @@ def figure_accuracy(runs: Listing, outs: Sequence[str], settings: Analysis | dic
 
 
 @output("learnable_vs_step", "figure", reads={"logs", "subsets", "verify"})
-def figure_learnable(runs: Listing, outs: Sequence[str], settings: Analysis | dict) -> None:
+def figure_learnable(runs: Listing, outs: Sequence[str], s: Analysis) -> None:
     """Share of groups with non-zero reward std per step (observed, mean over seeds) and the prediction."""
-    s = as_settings(settings)
     keyed: dict[tuple, list[dict]] = {}
     for r in runs.runs:
         keyed.setdefault((r.model, r.dataset), []).append(r)
@@ -110,9 +110,9 @@ def figure_learnable(runs: Listing, outs: Sequence[str], settings: Analysis | di
         window = 0
         for (policy, budget, variant), group in sorted(arms.items(), key=lambda kv: (_policy_rank(kv[0][0]), budget_sort_key(kv[0][1]))):
             st = _style(policy, (budget, variant), budgets)
-            learn = pd.concat([stats.learnable_from_log(_read(r.log)).assign(seed=r.seed) for r in group])
+            learn = pd.concat([learnable_from_log(_read(r.log)).assign(seed=r.seed) for r in group])
             per_step = learn.groupby("step")["learnable"].mean()
-            window = max(window, stats.window_steps(len(per_step), s.learnable_window))
+            window = max(window, window_steps(len(per_step), s.learnable_window))
             ax.plot(per_step.index, 100 * per_step, color=st["color"], alpha=0.3, lw=1)
             ax.plot(per_step.index, 100 * per_step.expanding().mean(), lw=2, **st,
                     label=_label(policy, budget, variant) + (f" ({len(group)} seeds)" if len(group) > 1 else ""))
@@ -132,7 +132,7 @@ def figure_learnable(runs: Listing, outs: Sequence[str], settings: Analysis | di
 
 
 @output("pass_rate_histogram", "figure", reads={"subsets", "scores"})
-def figure_pass_rates(runs: Listing, outs: Sequence[str], settings: Analysis | dict) -> None:
+def figure_pass_rates(runs: Listing, outs: Sequence[str], s: Analysis) -> None:
     """The pool's base pass-rate histogram, each policy's subset overlaid."""
     fig, axes = _panels(len(runs.scores))
     for ax, sc in zip(axes, runs.scores):
@@ -162,9 +162,8 @@ def figure_pass_rates(runs: Listing, outs: Sequence[str], settings: Analysis | d
 
 
 @output("accuracy_by_difficulty", "figure", reads={"evals", "tests"})
-def figure_difficulty(runs: Listing, outs: Sequence[str], settings: Analysis | dict) -> None:
+def figure_difficulty(runs: Listing, outs: Sequence[str], s: Analysis) -> None:
     """Accuracy per difficulty tier: base model and each arm's final checkpoint, with intervals."""
-    s = as_settings(settings)
     df = difficulty_table(runs, s, over_seeds=True)
     groups = _sections(df, PANEL)
     fig, axes = _panels(len(groups))
@@ -199,9 +198,8 @@ def figure_difficulty(runs: Listing, outs: Sequence[str], settings: Analysis | d
 
 
 @output("arm_differences", "figure", reads={"evals"})
-def figure_differences(runs: Listing, outs: Sequence[str], settings: Analysis | dict) -> None:
+def figure_differences(runs: Listing, outs: Sequence[str], s: Analysis) -> None:
     """Pairwise differences A − B in final accuracy with their paired intervals; one panel per comparison."""
-    s = as_settings(settings)
     table = verdict_table(runs, s)
     groups = _sections(table, PANEL + keys_in(table, ["budget", "variant"]))
     fig, axes = _panels(len(groups))
@@ -248,10 +246,9 @@ def _gain_lines(ax, g: pd.DataFrame, x_of, xs: list[str], s: Analysis) -> None:
 
 
 @output("gain_vs_setting", "figure", reads={"evals"}, when="sweep")
-def figure_gain_vs_setting(runs: Listing, outs: Sequence[str], settings: Analysis | dict) -> None:
+def figure_gain_vs_setting(runs: Listing, outs: Sequence[str], s: Analysis) -> None:
     """Gain over the base model (final checkpoint, with intervals) against each swept training setting, one line
     per policy; one panel per model, dataset, budget, swept setting and values of the other swept settings."""
-    s = as_settings(settings)
     df = _in_distribution(gains_over_seeds(runs, s))
     swept = runs.swept()
     panels = []
@@ -278,10 +275,9 @@ def figure_gain_vs_setting(runs: Listing, outs: Sequence[str], settings: Analysi
 
 
 @output("gain_vs_budget", "figure", reads={"evals"}, when="budgets")
-def figure_gain_vs_budget(runs: Listing, outs: Sequence[str], settings: Analysis | dict) -> None:
+def figure_gain_vs_budget(runs: Listing, outs: Sequence[str], s: Analysis) -> None:
     """The budget curve: gain over the base model (final checkpoint, with intervals) against the budget, one line
     per policy; one panel per model, dataset (and sweep variant)."""
-    s = as_settings(settings)
     df = _in_distribution(gains_over_seeds(runs, s))
     by = keys_in(df, ["model", "dataset", "variant"])
     groups = list(df.groupby(by, sort=False)) if len(df) else []

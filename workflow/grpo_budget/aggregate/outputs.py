@@ -1,9 +1,9 @@
 """The registry of aggregate outputs: the one place an output's name exists.
 
-An output is a function in ``render.py`` (tables) or ``figures.py`` (figures) decorated with :func:`output`; its
-name is its file name (``figures/NAME.png``, ``tables/NAME.csv``) and its caption for the HTML report is
-``workflow/report/captions/NAME.rst``. The Snakefile's targets, each job's inputs (only the file roles it reads)
-and the CLI's choices all come from :data:`OUTPUTS`.
+An output is a function in ``render_arms.py`` or ``render_versus.py`` (tables) or ``figures.py`` (figures) decorated
+with :func:`output`; its name is its file name (``figures/NAME.png``, ``tables/NAME.csv``) and its caption for the
+HTML report is ``workflow/report/captions/NAME.rst``. The Snakefile's targets, each job's inputs (only the file
+roles it reads) and the CLI's choices all come from :data:`OUTPUTS`.
 """
 
 from __future__ import annotations

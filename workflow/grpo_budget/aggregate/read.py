@@ -10,7 +10,6 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from grpo_budget.experiment.plan import Listing, budget_sort_key
-from grpo_budget.experiment.settings import Analysis
 from grpo_budget.io import read_parquet
 from grpo_budget.select.policies import POLICIES
 from grpo_budget.select.sources import SOURCES, split_arm
@@ -20,12 +19,6 @@ from grpo_budget.select.sources import SOURCES, split_arm
 KEYS = ["model", "dataset", "policy", "budget", "variant", "seed"]
 ARM = ["model", "dataset", "policy", "budget", "variant"]
 PANEL = ["model", "dataset", "evalset"]
-
-
-def as_settings(settings: Analysis | dict | None) -> Analysis:
-    """The analysis settings (a dict is completed with the schema's defaults)."""
-    return settings if isinstance(settings, Analysis) else Analysis.from_dict(settings)
-
 
 
 @lru_cache(maxsize=256)

@@ -2,8 +2,11 @@
 
 The workflow writes the typed run listing (:class:`grpo_budget.experiment.plan.Listing`) to a file; each output of the
 registry :data:`OUTPUTS` (complete once this module is imported) is its own Snakemake target and reads only the files its job lists as inputs.
-Modules: ``read`` (cached files, arm order), ``tables`` (data frames), ``render`` (CSV, Markdown, HTML),
-``figures`` (PNG, PDF), ``outputs`` (the registry, filled by the functions of ``render`` and ``figures``). Every statistic is in :mod:`grpo_budget.stats`.
+Modules: ``read`` (cached files, arm order); the tables as data frames: ``gains``, ``learnable``, ``tiers``
+(difficulty, out of distribution), ``verdicts`` (arm against arm, steps to match), ``calibration`` (label-free);
+``render`` (shared CSV, Markdown, HTML writing), ``render_arms`` and ``render_versus`` (the tables' files),
+``figures`` (PNG, PDF); ``outputs`` (the registry, filled by the functions of ``render_*`` and ``figures``). Every
+statistic is in :mod:`grpo_budget.stats`, :mod:`grpo_budget.learnability` or :mod:`grpo_budget.beta`.
 
 Conventions
 -----------
@@ -19,9 +22,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grpo_budget.aggregate import figures, render  # noqa: F401  (their functions register themselves in OUTPUTS)
+# Their functions register themselves in OUTPUTS, in import order, which is the order of the workflow's targets and
+# cost jobs: the tables (render_arms, then render_versus), then the figures.
+from grpo_budget.aggregate import render_arms, render_versus  # noqa: F401
+
+# isort: split
+from grpo_budget.aggregate import figures  # noqa: F401
 from grpo_budget.aggregate.outputs import OUTPUTS, caption, names
-from grpo_budget.aggregate.read import as_settings
 from grpo_budget.errors import UserError
 from grpo_budget.experiment.plan import Listing
 from grpo_budget.experiment.settings import Analysis
@@ -29,10 +36,11 @@ from grpo_budget.experiment.settings import Analysis
 __all__ = ["OUTPUTS", "caption", "names", "run"]  # the registry, complete (importing this module fills it)
 
 
-def run(name: str, listing: Listing | str | Path, outs: list[str], settings: Analysis | dict | None) -> None:
-    """Write the output ``name`` of :data:`OUTPUTS` to ``outs`` (a figure: each path in its own format)."""
+def run(name: str, listing: Listing | str | Path, outs: list[str], settings: dict | None) -> None:
+    """Write the output ``name`` of :data:`OUTPUTS` to ``outs`` (a figure: each path in its own format), with the
+    config's ``analysis`` section ``settings`` (completed with the schema's defaults)."""
     if name not in OUTPUTS:
         raise UserError(f"unknown aggregate output {name!r}; allowed: {', '.join(OUTPUTS)}")
     if not isinstance(listing, Listing):
         listing = Listing.read(listing)
-    OUTPUTS[name].make(listing, list(outs), as_settings(settings))
+    OUTPUTS[name].make(listing, list(outs), Analysis.from_dict(settings))

@@ -10,14 +10,13 @@ from grpo_budget.generation.sample import sample_and_grade
 from grpo_budget.io import read_json, read_parquet, write_parquet
 
 
-def evaluate(model: str, test_path: str, out_path: str, settings: dict | Generation, dataset: dict,
+def evaluate(model: str, test_path: str, out_path: str, g: Generation, dataset: dict,
              manifest_path: str | None = None, final_only: bool = False) -> pd.DataFrame:
     """Per item and checkpoint: samples, correct, accuracy (= pass rate over ``num_samples``).
 
     Without a manifest the base model is evaluated as step 0; with one, each listed checkpoint's adapter.
     The sampling seed is the same at every checkpoint, so differences come from the weights.
     """
-    g = settings if isinstance(settings, Generation) else Generation.from_dict(settings, "evaluation")
     test = read_parquet(test_path)
     targets = [(0, None)]
     if manifest_path:

@@ -13,8 +13,8 @@ from jsonschema.exceptions import best_match
 from grpo_budget.experiment import schema
 from grpo_budget.experiment.schema import ConfigError
 from grpo_budget.experiment.sweep import NAME_REGEX, NAMES_KEY, apply, axes, derived_name, format_value, variants
+from grpo_budget.prepare.benchmarks import BENCHMARKS
 from grpo_budget.prepare.framearith import resolve_params
-from grpo_budget.prepare.loaders import BENCHMARKS
 from grpo_budget.select.policies import budget_size, fixed_size, policy_of
 from grpo_budget.select.sources import SOURCES, split_arm
 

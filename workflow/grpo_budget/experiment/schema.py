@@ -15,7 +15,7 @@ from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import best_match
 
 from grpo_budget.errors import UserError
-from grpo_budget.prepare.loaders import BENCHMARKS
+from grpo_budget.prepare.benchmarks import BENCHMARKS
 from grpo_budget.prepare.splits import GENERATORS
 from grpo_budget.select.policies import arm_names
 

@@ -2,7 +2,7 @@
 
 The schema (``workflow/schemas/config.schema.yaml``) is the one source of defaults: a settings object is built from
 a config section whose missing fields the schema fills in (:func:`grpo_budget.experiment.schema.fill`), never from defaults
-restated here. ``tests/test_config.py`` checks that every class has exactly its schema section's fields.
+restated here. ``tests/experiment/test_config.py`` checks that every class has exactly its schema section's fields.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class Training:
     report_to: str  # none | tensorboard | wandb: a logging sink, not a training knob (not in the fingerprint)
     lora: Lora
     chat_template_kwargs: dict | None = None  # a property of the model, not a training knob
-    epochs: float | None = None  # None: train max_steps steps (see training.schedule)
+    epochs: float | None = None  # None: train max_steps steps (see grpo_budget.train.schedule)
     checkpoints: int | None = None
 
     @classmethod

@@ -23,8 +23,10 @@ from typing import Sequence
 import pandas as pd
 
 from grpo_budget.errors import UserError
-from grpo_budget.generation.grading import grade, normalize_option, parse_number
-from grpo_budget.prepare.loaders import BENCHMARKS, load_benchmark
+from grpo_budget.generation.extract import normalize_option, parse_number
+from grpo_budget.generation.grading import grade
+from grpo_budget.prepare.benchmarks import BENCHMARKS
+from grpo_budget.prepare.loaders import load_benchmark
 
 __all__ = ["check", "format_report", "perturb_answer", "main"]
 

@@ -57,16 +57,36 @@ The graders never raise on arbitrary completion text: anything that cannot be
 read gives ``Grade(correct=False, format_ok=False, extracted=None)``.  They do
 raise ``ValueError`` for programming errors (unknown answer type or mode, a
 pattern that is not a valid regex).
+
+Extraction is in :mod:`grpo_budget.generation.extract`, the math-verify calls in
+:mod:`grpo_budget.generation.mathgrade`.
 """
 
 from __future__ import annotations
 
-import functools
-import math
 import re
-import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
+
+from grpo_budget.generation.extract import (
+    _compile,
+    _extract_number,
+    _extract_option,
+    _format_number,
+    _numbers_equal,
+    _pattern_extract,
+    last_boxed,
+    normalize_option,
+    parse_number,
+)
+from grpo_budget.generation.mathgrade import (
+    MAX_MATH_CHARS,
+    _base_notation,
+    _mv_parse,
+    _mv_verify,
+    _parse_math_gold,
+    _tiny_numbers_differ,
+)
 
 __all__ = [
     "ANSWER_TYPES",
@@ -75,22 +95,10 @@ __all__ = [
     "grade",
     "grade_many",
     "make_reward_function",
-    "last_boxed",
-    "parse_number",
-    "normalize_option",
 ]
 
 ANSWER_TYPES = ("number", "option", "math")
 MODES = ("strict", "lenient", "paper")
-
-#: Seconds math-verify may spend parsing / comparing one answer (signal based,
-#: only enforced in the main thread).
-MATH_TIMEOUT_S = 5
-#: Longest text handed to math-verify: longer boxed answers are format failures;
-#: without a box (lenient) only the last MAX_MATH_CHARS characters are read.
-MAX_MATH_CHARS = 4000
-
-OPTION_LETTERS = "ABCDEFG"
 
 
 @dataclass(frozen=True)
@@ -104,297 +112,8 @@ _FAIL = Grade(correct=False, format_ok=False, extracted=None)
 
 
 # --------------------------------------------------------------------------
-# \boxed{...} extraction
-# --------------------------------------------------------------------------
-
-_BOX_RE = re.compile(r"\\(?:boxed|fbox)\b")
-
-
-def _boxes(text: str) -> list[tuple[int, str | None]]:
-    """All ``\\boxed`` occurrences as (start, content); content None = unclosed."""
-    out: list[tuple[int, str | None]] = []
-    for m in _BOX_RE.finditer(text):
-        i = m.end()
-        n = len(text)
-        while i < n and text[i] in " \t":
-            i += 1
-        if i < n and text[i] == "{":
-            depth = 0
-            j = i
-            content = None
-            while j < n:
-                c = text[j]
-                if c == "\\":  # skip escaped characters such as \{ \}
-                    j += 2
-                    continue
-                if c == "{":
-                    depth += 1
-                elif c == "}":
-                    depth -= 1
-                    if depth == 0:
-                        content = text[i + 1 : j]
-                        break
-                j += 1
-            out.append((m.start(), content))
-        else:
-            # "\boxed 5" (TeX allows a single token argument)
-            mm = re.match(r"\s*([^\s$\\{}]+)", text[i:])
-            out.append((m.start(), mm.group(1) if mm and i > m.end() else None))
-    return out
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` (nested braces handled).
-
-    Returns None when there is no box or the last box is unclosed; "" for an
-    empty box.
-    """
-    boxes = _boxes(text)
-    if not boxes:
-        return None
-    return boxes[-1][1]
-
-
-# --------------------------------------------------------------------------
-# numbers
-# --------------------------------------------------------------------------
-
-_NUM = r"(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
-_SIGN = r"(?:(?<![\w)\]}.])-\s?)?"
-_NUM_RE = re.compile(_SIGN + _NUM)
-_VALUE_RE = re.compile(
-    r"(?P<sign>(?<![\w)\]}.])-\s*)?(?:"
-    r"\\[dt]?frac\s*\{\s*(?P<fn>" + _NUM + r")\s*\}\s*\{\s*(?P<fd>" + _NUM + r")\s*\}"
-    r"|\\[dt]?frac(?P<fn2>\d)(?P<fd2>\d)"
-    r"|(?P<n>" + _NUM + r")(?:\s*/\s*(?P<d>" + _NUM + r")(?![\d.]))?"
-    r")"
-)
-_THOUSANDS_LATEX = re.compile(r"(?<=\d)(?:\{,\}|\\[,!; ]|,\\!|\\ ,)(?=\d{3})")
-
-
-def _clean_number_text(s: str) -> str:
-    s = s.replace("\u2212", "-").replace("\u2013", "-").replace("\u2014", "-")
-    s = _THOUSANDS_LATEX.sub(",", s)
-    s = s.replace("\\$", "$").replace("\\%", "%")
-    return s
-
-
-def _to_float(num: str) -> float:
-    return float(num.replace(",", ""))
-
-
-def parse_number(text: str, *, allow_fraction: bool = True) -> float | None:
-    """The first number of ``text`` as a float (None if there is none).
-
-    Understands ``1,000``, ``$18``, ``18 dollars``, ``5 cm``, ``50%``, ``-3``,
-    ``7.0``, ``\\frac{3}{4}`` and ``3/4``; when the text contains ``=`` only the
-    part after the last ``=`` is read (``x = 5`` gives 5).
-    """
-    try:
-        s = _clean_number_text(text)
-        if "=" in s:
-            s = s.rsplit("=", 1)[1]
-        if allow_fraction:
-            m = _VALUE_RE.search(s)
-            if not m:
-                return None
-            sign = -1.0 if m.group("sign") else 1.0
-            if m.group("fn") is not None:
-                num, den = _to_float(m.group("fn")), _to_float(m.group("fd"))
-            elif m.group("fn2") is not None:
-                num, den = float(m.group("fn2")), float(m.group("fd2"))
-            else:
-                num = _to_float(m.group("n"))
-                den = _to_float(m.group("d")) if m.group("d") else 1.0
-            if den == 0:
-                return None
-            value = sign * num / den
-        else:
-            m = _NUM_RE.search(s)
-            if not m:
-                return None
-            value = _to_float(m.group(0).replace(" ", ""))
-        if math.isnan(value) or math.isinf(value):
-            return None
-        return value
-    except (ValueError, OverflowError, ZeroDivisionError):
-        return None
-
-
-def _last_number(text: str) -> str | None:
-    s = _clean_number_text(text)
-    last = None
-    for m in _NUM_RE.finditer(s):
-        last = m.group(0)
-    return last.replace(" ", "") if last is not None else None
-
-
-def _format_number(x: float) -> str:
-    if x == int(x) and abs(x) < 1e15:
-        return str(int(x))
-    return repr(x)
-
-
-def _numbers_equal(a: float, b: float) -> bool:
-    # Integers compare exactly (a relative tolerance would accept 192000004 for
-    # 192000000); decimals within 1e-6 relative (0.333333 vs 1/3 style answers).
-    if a == int(a) and b == int(b):
-        return a == b
-    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
-
-
-# --------------------------------------------------------------------------
-# options
-# --------------------------------------------------------------------------
-
-_TEXT_WRAP_RE = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|emph)\s*\{([^{}]*)\}")
-_OPTION_PAREN_RE = re.compile(r"\(\s*([A-Ga-g])\s*\)")
-_OPTION_BARE_RE = re.compile(r"^[\s$*_{}]*\(?\s*([A-G])\s*\)?(?![\w'])")
-
-
-def _strip_wrappers(s: str) -> str:
-    prev = None
-    while prev != s:
-        prev = s
-        s = _TEXT_WRAP_RE.sub(r"\1", s)
-    return s
-
-
-def normalize_option(text: str | None) -> str | None:
-    """``"(C)"`` / ``"C"`` / ``"(c) orange ball"`` / ``"\\text{(C)}"`` -> ``"C"``."""
-    if text is None:
-        return None
-    s = _strip_wrappers(str(text)).strip()
-    s = s.strip("$ *{}").strip()
-    m = re.match(r"^\(\s*([A-Ga-g])\s*\)", s)
-    if m:
-        return m.group(1).upper()
-    m = re.match(r"^([A-Ga-g])(?:\s*\)|\s*[.:,]|\s*$)", s)
-    if m and (len(s) == 1 or m.group(1).isupper()):
-        return m.group(1).upper()
-    m = re.match(r"^([A-G])\s+\S", s)  # "C orange ball"
-    if m:
-        return m.group(1)
-    return None
-
-
-def _option_in_segment(seg: str) -> str | None:
-    """The option named right after an "answer is" / "####" anchor."""
-    s = _strip_wrappers(seg)
-    m = _OPTION_BARE_RE.match(s)
-    if m:
-        return m.group(1)
-    m = _OPTION_PAREN_RE.search(s[:40])
-    if m:
-        return m.group(1).upper()
-    return None
-
-
-def _last_option(text: str) -> str | None:
-    last = None
-    for m in _OPTION_PAREN_RE.finditer(text):
-        if m.group(1).isupper():
-            last = m.group(1)
-    return last
-
-
-# --------------------------------------------------------------------------
-# lenient anchors
-# --------------------------------------------------------------------------
-
-_ANCHOR_RE = re.compile(
-    r"(?:\banswer\s*(?:(?:is|was|would\s+be|will\s+be|should\s+be)\b\s*:?|[:=])|####)",
-    re.IGNORECASE,
-)
-
-
-def _anchor_segments(text: str) -> list[str]:
-    """Text right after each answer anchor, latest anchor first."""
-    segs = []
-    for m in _ANCHOR_RE.finditer(text):
-        seg = text[m.end() : m.end() + 120]
-        seg = seg.split("\n\n", 1)[0]
-        segs.append(seg)
-    segs.reverse()
-    return segs
-
-
-# --------------------------------------------------------------------------
 # math (math-verify)
 # --------------------------------------------------------------------------
-
-
-def _timeout() -> int | None:
-    # math-verify's timeouts use signal.alarm, which only works in the main thread.
-    return MATH_TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
-
-
-@functools.lru_cache(maxsize=1)
-def _mv():
-    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
-
-    return parse, verify, LatexExtractionConfig, ExprExtractionConfig
-
-
-def _mv_parse(text: str, boxed_only: bool) -> list:
-    if not text or len(text) > MAX_MATH_CHARS:
-        return []
-    try:
-        parse, _, Latex, Expr = _mv()
-        if boxed_only:
-            config = [Latex(boxed_match_priority=0)]
-        else:
-            config = [Latex(), Expr()]
-        return parse(text, extraction_config=config, parsing_timeout=_timeout()) or []
-    except BaseException as exc:  # noqa: BLE001 - math-verify may raise anything, incl. timeouts
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            raise
-        return []
-
-
-def _mv_verify(gold: list, pred: list) -> bool:
-    try:
-        _, verify, _, _ = _mv()
-        return bool(verify(gold, pred, timeout_seconds=_timeout()))
-    except BaseException as exc:  # noqa: BLE001
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            raise
-        return False
-
-
-@functools.lru_cache(maxsize=65536)
-def _parse_math_gold(gold: str) -> tuple:
-    g = gold.strip()
-    inner = last_boxed(g) if "\\boxed" in g else None
-    if inner:
-        g = inner
-    if g.startswith("$") and g.endswith("$") and len(g) > 1:
-        g = g.strip("$")
-    parsed = _mv_parse("\\boxed{" + g + "}", boxed_only=True)
-    return tuple(parsed)
-
-
-_BASE_RE = re.compile(r"^\s*\$?\s*([0-9A-Za-z]+)\s*_\s*\{?\s*(\d+)\s*\}?\s*\$?\s*$")
-
-
-def _base_notation(s: str) -> tuple[str, str] | None:
-    m = _BASE_RE.match(s)
-    return (m.group(1).upper(), m.group(2)) if m else None
-
-
-def _tiny_numbers_differ(gold_parsed: list, pred: list) -> bool:
-    """math-verify rounds to 6 decimals, so 2^-98 "equals" 2^-93; compare such values exactly."""
-    try:
-        a, b = gold_parsed[0], pred[0]
-        if not (getattr(a, "is_number", False) and getattr(b, "is_number", False)):
-            return False
-        fa, fb = complex(a.evalf(30)), complex(b.evalf(30))
-        scale = max(abs(fa), abs(fb))
-        if scale == 0 or scale >= 1e-3:
-            return False
-        return abs(fa - fb) > 1e-6 * scale
-    except Exception:  # noqa: BLE001
-        return False
 
 
 def _grade_math(extracted: str, gold: str, boxed: bool) -> Grade:
@@ -415,76 +134,6 @@ def _grade_math(extracted: str, gold: str, boxed: bool) -> Grade:
         elif _tiny_numbers_differ(gold_parsed, pred):
             correct = False
     return Grade(correct, True, shown)
-
-
-# --------------------------------------------------------------------------
-# extraction per type
-# --------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=256)
-def _compile(pattern: str) -> re.Pattern:
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"invalid answer pattern {pattern!r}: {exc}") from exc
-
-
-def _pattern_extract(text: str, pattern: str) -> str | None:
-    rx = _compile(pattern)
-    last = None
-    for m in rx.finditer(text):
-        last = m
-    if last is None:
-        return None
-    if rx.groups:
-        g = last.group(1)
-        return g if g is not None else None
-    return last.group(0)
-
-
-def _extract_number(text: str, mode: str, pattern: str | None) -> tuple[float | None, str | None]:
-    if pattern is not None:
-        raw = _pattern_extract(text, pattern)
-        if raw is None:
-            return None, None
-        return parse_number(raw), raw
-    box = last_boxed(text)
-    if box is not None and box.strip():
-        v = parse_number(_strip_wrappers(box))
-        if v is not None or mode == "strict":
-            return v, box
-    if mode == "strict":
-        return None, box
-    for seg in _anchor_segments(text):
-        m = _VALUE_RE.search(_clean_number_text(_strip_wrappers(seg))[:60])
-        if m:
-            v = parse_number(m.group(0))
-            if v is not None:
-                return v, m.group(0).strip()
-    raw = _last_number(text)
-    if raw is None:
-        return None, None
-    return parse_number(raw, allow_fraction=False), raw
-
-
-def _extract_option(text: str, mode: str, pattern: str | None) -> tuple[str | None, str | None]:
-    if pattern is not None:
-        raw = _pattern_extract(text, pattern)
-        return normalize_option(raw), raw
-    box = last_boxed(text)
-    if box is not None and box.strip():
-        letter = normalize_option(box)
-        if letter is not None or mode == "strict":
-            return letter, box
-    if mode == "strict":
-        return None, box
-    for seg in _anchor_segments(text):
-        letter = _option_in_segment(seg)
-        if letter is not None:
-            return letter, f"({letter})"
-    letter = _last_option(text)
-    return letter, (f"({letter})" if letter else None)
 
 
 # --------------------------------------------------------------------------
@@ -519,7 +168,7 @@ def _paper_number_gold(gold: str) -> int | None:
 
 def _paper_option_gold(gold: str) -> str:
     g = gold.strip()
-    return f"({g})" if re.fullmatch(r"[A-Z]", g) else g  # as loaders.py writes BBH targets
+    return f"({g})" if re.fullmatch(r"[A-Z]", g) else g  # as prepare/rows.py writes BBH targets
 
 
 def _grade_paper(text: str, gold_s: str, answer_type: str, pattern: str | None) -> Grade:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Union
 
-from grpo_budget.prepare.loaders import BENCHMARKS
+from grpo_budget.prepare.benchmarks import BENCHMARKS
 
 Prompt = Union[str, list[dict[str, str]]]
 

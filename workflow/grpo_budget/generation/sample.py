@@ -28,7 +28,7 @@ def sample_and_grade(gen: Generator, items: pd.DataFrame, dataset: dict, samplin
     built = prompts.for_dataset(dataset, list(items["prompt"]), gen.tokenizer)
     start = time.perf_counter()
     outputs = gen.generate(built, sampling, adapter=adapter, keys=[str(i) for i in items["id"]])
-    # The job's generation time apart from its startup: the cost plan fits its rates on it (cost.GENERATION_LOG).
+    # The job's generation time apart from its startup: the cost plan fits its rates on it (grpo_budget.cluster.rates.GENERATION_LOG).
     log.info("generated %d completions in %.3f s", sum(len(o) for o in outputs), time.perf_counter() - start)
     g = schema.fill(("datasets", "*", "grading"), dataset.get("grading", {}))
     rows = []

@@ -45,7 +45,7 @@ class Generator:
     difficulty: str
 
 
-# The registry of built-in tasks; real benchmarks are in loaders.BENCHMARKS.
+# The registry of built-in tasks; real benchmarks are in grpo_budget.prepare.benchmarks.BENCHMARKS.
 GENERATORS: dict[str, Generator] = {
     "frame_arithmetic": Generator(_frame_arithmetic, difficulty="n_ops"),
     "shuffled_objects": Generator(_shuffled_objects, difficulty="n_objects"),

@@ -21,8 +21,8 @@ import pandas as pd
 from scipy import special
 
 from grpo_budget.experiment.settings import Adaptive
-from grpo_budget.select import policies, posterior
-from grpo_budget.select.posterior import posterior_table
+from grpo_budget.select.policies import POLICIES, Pool, budget_size, difficulty_order
+from grpo_budget.select.posterior import posterior, posterior_table
 
 
 @dataclass(frozen=True)
@@ -37,10 +37,10 @@ def targets(policies: list[str], budgets: list, pool_size: int, rounding: str = 
     """The cuts to settle: every configured policy whose choice depends on pass rates, at every budget."""
     out = []
     for policy in policies:
-        if not policies.POLICIES[policy].ranks:
+        if not POLICIES[policy].ranks:
             continue
         for budget in budgets:
-            t = Target(policy, policies.budget_size(budget, pool_size, rounding))
+            t = Target(policy, budget_size(budget, pool_size, rounding))
             if t not in out and t.n < pool_size:
                 out.append(t)
     return out
@@ -76,13 +76,13 @@ def doubt(table: pd.DataFrame, cuts: list[Target], seed: int, group_size: int | 
           tolerance: float = 0.0) -> np.ndarray:
     """Per item, the largest posterior probability, over the cuts, that the item is on the wrong side of one: inside
     a cut's interval though not chosen, or outside it though chosen."""
-    a, b = posterior.posterior(table)
+    a, b = posterior(table)
     means = table["pass_rate_eb"].to_numpy()
-    order = policies.difficulty_order(means, seed)
-    pool = policies.Pool(table, order, seed, None, group_size)
+    order = difficulty_order(means, seed)
+    pool = Pool(table, order, seed, None, group_size)
     worst = np.zeros(len(table))
     for cut in cuts:
-        chosen = policies.POLICIES[cut.policy].choose(pool, cut.n)
+        chosen = POLICIES[cut.policy].choose(pool, cut.n)
         lo, hi = interval(means, order, chosen)
         wrong = mass_inside(a, b, lo + tolerance, hi - tolerance) if hi - lo > 2 * tolerance else np.zeros(len(a))
         wrong[chosen] = 1 - mass_inside(a[chosen], b[chosen], max(0.0, lo - tolerance), min(1.0, hi + tolerance))

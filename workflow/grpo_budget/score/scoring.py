@@ -26,19 +26,17 @@ from grpo_budget.select.posterior import EB_COLUMNS, with_posterior
 log = logging.getLogger(__name__)
 
 
-def score(model: str, pool_path: str, out_path: str, settings: dict | Generation, dataset: dict,
+def score(model: str, pool_path: str, out_path: str, g: Generation, adaptive: Adaptive | None, dataset: dict,
           cuts: dict | None = None) -> pd.DataFrame:
-    """Difficulty of every pool item: the base model's pass rate over ``num_samples`` samples, or, with
-    ``scoring.adaptive`` set, over as many as the ``cuts`` (:func:`grpo_budget.experiment.plan.adaptive_cuts`) need."""
-    raw = {} if isinstance(settings, Generation) else dict(settings)
-    g = settings if isinstance(settings, Generation) else Generation.from_dict(settings, "scoring")
+    """Difficulty of every pool item: the base model's pass rate over ``g.num_samples`` samples, or, with
+    ``adaptive`` settings, over as many as the ``cuts`` (:func:`grpo_budget.experiment.plan.adaptive_cuts`) need."""
     pool = read_parquet(pool_path)
     if pool.empty:
         raise UserError(f"{pool_path}: the pool has no items; check the dataset's filter, splits and sizes")
     gen = from_settings(model, g)
-    if raw.get("adaptive") is not None:
-        graded = score_in_rounds(gen, pool, dataset, g, Adaptive.from_dict(raw["adaptive"]), cuts or {},
-                                 Path(f"{out_path}.rounds"), {"model": model_digest(model)})
+    if adaptive is not None:
+        graded = score_in_rounds(gen, pool, dataset, g, adaptive, cuts or {}, Path(f"{out_path}.rounds"),
+                                 {"model": model_digest(model)})
     else:
         graded = sample_and_grade(gen, pool, dataset, Sampling.of(g))
     meta = pool.drop(columns=[c for c in GRADED_COLUMNS + EB_COLUMNS + agreement.AGREEMENT_COLUMNS

@@ -11,12 +11,10 @@ from grpo_budget.io import read_parquet, write_parquet
 from grpo_budget.prepare.splits import attach_answers
 
 
-def verify(model: str, subset_paths: list[str], out_path: str, settings: dict | Generation, dataset: dict
-           ) -> pd.DataFrame:
+def verify(model: str, subset_paths: list[str], out_path: str, g: Generation, dataset: dict) -> pd.DataFrame:
     """Fresh pass rates of every item any subset selected (each item once): ``id, n_samples, n_correct,
     pass_rate``. Selection by a noisy pass rate favours items whose estimate erred towards the cut; new samples
     do not share that error."""
-    g = settings if isinstance(settings, Generation) else Generation.from_dict(settings, "scoring")
     items = pd.concat([read_parquet(p, ["id", "prompt", "answer", "answer_type"]) for p in subset_paths])
     items = attach_answers(items.drop_duplicates("id").reset_index(drop=True), dataset, ", ".join(subset_paths))
     graded = sample_and_grade(from_settings(model, g), items, dataset, Sampling.of(g))

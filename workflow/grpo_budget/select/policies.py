@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from grpo_budget import stats
 from grpo_budget.errors import UserError
+from grpo_budget.learnability import expected_learnable_beta
 from grpo_budget.select import sources
 from grpo_budget.select.posterior import posterior
 
@@ -44,6 +44,7 @@ class Policy:
     doc: str = ""
     ranks: bool = False  # its choice depends on the pass-rate estimates (adaptive scoring settles its cut)
     needs_group_size: bool = False  # its choice depends on the training G
+    seeded: bool = False  # its subset changes with the seed (beyond breaking ties): each seed buys other items
 
 
 def _seeded_sample(pool: Pool, n: int) -> np.ndarray:
@@ -59,7 +60,7 @@ def _medium(pool: Pool, n: int) -> np.ndarray:
 def learnable_scores(scores: pd.DataFrame, G: int) -> np.ndarray:
     """Each item's posterior expected learnable share ``E[1 - p^G - (1 - p)^G]``: the chance that a GRPO group of
     ``G`` completions has mixed rewards (a non-zero advantage)."""
-    return stats.expected_learnable_beta(*posterior(scores), G)
+    return expected_learnable_beta(*posterior(scores), G)
 
 
 def _learnable(pool: Pool, n: int) -> np.ndarray:
@@ -89,12 +90,12 @@ POLICIES: dict[str, Policy] = {
     "easy": Policy(lambda pool, n: pool.order[::-1][:n], "#1f77b4", doc="the highest base pass rates", ranks=True),
     "learnable": Policy(_learnable, "#17becf", ranks=True, needs_group_size=True,
                         doc="the highest posterior expected learnable share for the training group size G"),
-    "random": Policy(_seeded_sample, "#ff7f0e", doc="a seeded uniform sample"),
+    "random": Policy(_seeded_sample, "#ff7f0e", doc="a seeded uniform sample", seeded=True),
     "full": Policy(lambda pool, n: pool.order, "#555555", size=lambda pool: len(pool.scores),
                    doc="the whole pool"),
     "tiers": Policy(lambda pool, n: np.flatnonzero(in_tiers(pool.scores, pool.tiers)), "#9467bd", size=_tier_count,
                     doc="every item of the dataset's metadata tiers (e.g. MATH levels 1-2)"),
-    "random_matched": Policy(_seeded_sample, "#8c564b", size=_tier_count,
+    "random_matched": Policy(_seeded_sample, "#8c564b", size=_tier_count, seeded=True,
                              doc="a seeded uniform sample as large as `tiers` (Limits of Difficulty Scaling's control)"),
 }
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from grpo_budget import stats
+from grpo_budget.beta import beta_posterior, fit_beta_prior
 
 EB_COLUMNS = ["pass_rate_eb", "pass_rate_eb_lo", "pass_rate_eb_hi", "eb_prior_a", "eb_prior_b"]
 
@@ -18,8 +18,8 @@ def with_posterior(graded: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     K/K toward the pool, by as much as the pool says such items differ. An unlabeled pool has none (NaN)."""
     if graded["n_correct"].isna().any():
         return graded.assign(**{c: float("nan") for c in EB_COLUMNS})
-    a, b = stats.fit_beta_prior(graded["n_correct"], graded["n_samples"])
-    post = stats.beta_posterior(graded["n_correct"].to_numpy(), graded["n_samples"].to_numpy(), a, b, level)
+    a, b = fit_beta_prior(graded["n_correct"], graded["n_samples"])
+    post = beta_posterior(graded["n_correct"].to_numpy(), graded["n_samples"].to_numpy(), a, b, level)
     return graded.assign(pass_rate_eb=post["mean"].to_numpy(), pass_rate_eb_lo=post["lo"].to_numpy(),
                          pass_rate_eb_hi=post["hi"].to_numpy(), eb_prior_a=a, eb_prior_b=b)
 
@@ -31,14 +31,14 @@ def posterior(scores: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     if {"eb_prior_a", "eb_prior_b"} <= set(scores.columns):
         a, b = float(scores["eb_prior_a"].iloc[0]), float(scores["eb_prior_b"].iloc[0])
     else:
-        a, b = stats.fit_beta_prior(k, n)
+        a, b = fit_beta_prior(k, n)
     return a + k, b + n - k
 
 
 def posterior_table(k: np.ndarray, n: np.ndarray) -> pd.DataFrame:
     """Counts with their empirical-Bayes posterior mean and prior, as the score table has them (what the policies
     read)."""
-    a, b = stats.fit_beta_prior(k, n)
+    a, b = fit_beta_prior(k, n)
     k, n = np.asarray(k, float), np.asarray(n, float)
     return pd.DataFrame({"n_correct": k, "n_samples": n, "pass_rate_eb": (a + k) / (a + b + n),
                          "eb_prior_a": a, "eb_prior_b": b})

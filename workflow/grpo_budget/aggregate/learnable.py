@@ -1,0 +1,74 @@
+"""The learnable-opportunities table: the predicted share of GRPO groups with mixed rewards (plug-in, posterior,
+fresh) against the share observed over the first training steps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from grpo_budget import stats
+from grpo_budget.aggregate.read import KEYS, _available, _read, _sort_arms, finish
+from grpo_budget.experiment.plan import Listing
+from grpo_budget.experiment.settings import Analysis
+from grpo_budget.learnability import expected_learnable_beta, expected_learnable_share, learnable_from_log, window_steps
+
+
+def _fresh_counts(runs: Listing, r) -> pd.DataFrame | None:
+    """The verification's fresh counts of this run's model and dataset (indexed by id), where it ran."""
+    path = next((v.path for v in runs.verify if (v.model, v.dataset) == (r.model, r.dataset)), None)
+    return _read(path, ["id", "n_samples", "n_correct"]).set_index("id") if path else None
+
+
+def _learnable_row(r, runs: Listing, s: Analysis) -> dict:
+    """Predicted learnable share of one run's subset three ways, and the share observed at the start of training.
+
+    plug-in: 1 − pᴳ − (1 − p)ᴳ at the scored pass rate; posterior: its expectation under each item's
+    empirical-Bayes posterior (the pool's fitted Beta prior updated with the item's k of K); fresh: the same
+    posterior from the verification's new samples instead of the scoring ones, which the selection did not pick on.
+    The table leads with fresh where it exists, else posterior. G and the groups per step are the run's own (a
+    sweep variant's where it sweeps them).
+    """
+    G = int(runs.training_value(r, "num_generations"))
+    groups = int(runs.training_value(r, "prompts_per_step"))
+    cols = ["id", "pass_rate", "n_samples", "n_correct", "eb_prior_a", "eb_prior_b"]
+    subset = _read(r.subset, _available(r.subset, cols))
+    plugin = expected_learnable_share(subset["pass_rate"].to_numpy(), G)
+    has_prior = {"eb_prior_a", "eb_prior_b", "n_correct", "n_samples"} <= set(subset.columns) and bool(
+        np.isfinite(subset[["eb_prior_a", "eb_prior_b", "n_correct"]].to_numpy(float)).all())  # unlabeled: NaN
+    posterior = fresh = np.nan
+    if has_prior:
+        a0, b0 = subset["eb_prior_a"].to_numpy(float), subset["eb_prior_b"].to_numpy(float)
+        k, n = subset["n_correct"].to_numpy(float), subset["n_samples"].to_numpy(float)
+        posterior = float(np.mean(expected_learnable_beta(a0 + k, b0 + n - k, G)))
+        fc = _fresh_counts(runs, r)
+        if fc is not None:
+            f = fc.reindex(subset["id"])
+            if f["n_samples"].notna().all():
+                kf, nf = f["n_correct"].to_numpy(float), f["n_samples"].to_numpy(float)
+                fresh = float(np.mean(expected_learnable_beta(a0 + kf, b0 + nf - kf, G)))
+    lead, lead_name = (fresh, "fresh") if np.isfinite(fresh) else (posterior, "posterior") if np.isfinite(posterior) \
+        else (plugin, "plug-in")
+    log = _read(r.log)
+    learn = learnable_from_log(log) if "frac_reward_zero_std" in log else pd.DataFrame(columns=["learnable"])
+    n = window_steps(len(learn), s.learnable_window)
+    first = float(learn["learnable"].iloc[:n].mean()) if n else np.nan
+    lo, hi = stats.wilson_interval(first, n * groups, s.level)
+    return {**{k: getattr(r, k) for k in KEYS}, "subset_size": len(subset), "G": G, "logged_steps": len(learn),
+            "window_steps": n, "window_groups": n * groups,
+            "predicted_pct": 100 * lead, "predicted_from": lead_name, "predicted_plugin_pct": 100 * plugin,
+            "predicted_posterior_pct": 100 * posterior, "predicted_fresh_pct": 100 * fresh,
+            "observed_first_pct": 100 * first, "observed_lo": 100 * lo, "observed_hi": 100 * hi,
+            "observed_all_pct": 100 * float(learn["learnable"].mean()) if len(learn) else np.nan,
+            "diff_pts": 100 * (first - lead),
+            "predicted_in_interval": bool(lo <= lead <= hi) if np.isfinite(lo) else False}
+
+
+def learnable_table(runs: Listing, s: Analysis) -> pd.DataFrame:
+    """Per run: predicted share of groups with non-zero reward std vs the share observed over the first steps.
+
+    ``observed_first_pct`` is the mean of 1 − frac_reward_zero_std over the first ``window_steps`` logged steps
+    (``analysis.learnable_window``); ``observed_lo``/``observed_hi`` a Wilson interval over those steps' groups
+    (prompts_per_step per step); ``observed_all_pct`` the mean over all steps (the paper's "learnable %").
+    """
+    table = _sort_arms(pd.DataFrame([_learnable_row(r, runs, s) for r in runs.runs]), ["seed"]).reset_index(drop=True)
+    return finish(table, runs)

@@ -1,0 +1,124 @@
+"""The comparison tables as files: arm against arm, steps to match the full-data arm, and each label-free source
+against the gold pass rate."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from grpo_budget.aggregate.calibration import label_free_calibration
+from grpo_budget.aggregate.outputs import output
+from grpo_budget.aggregate.read import PANEL, keys_in
+from grpo_budget.aggregate.render import _f, _heading, _interval_text, _pct, _sections, _with_variant, _write_outputs
+from grpo_budget.aggregate.verdicts import FULL_POLICY, rankings, steps_to_match, verdict_table
+from grpo_budget.experiment.plan import Listing
+from grpo_budget.experiment.settings import Analysis
+
+
+@output("verdicts", "table", reads={"evals"})
+def write_verdicts(runs: Listing, outs: list[str], s: Analysis) -> None:
+    table = verdict_table(runs, s)
+    sections = []
+    for key, g in _sections(table, PANEL + keys_in(table, ["budget", "variant"])):
+        disp = pd.DataFrame({
+            "A": g["arm_a"], "B": g["arm_b"], "seeds": [f"{a}/{b}" for a, b in zip(g["seeds_a"], g["seeds_b"])],
+            "A %": g["acc_a"].map(_pct), "B %": g["acc_b"].map(_pct),
+            "A − B (pts)": g["diff_pts"].map(lambda x: _f(x, "+.1f")),
+            f"{s.level:.0%} interval": [_interval_text(lo, hi) for lo, hi in zip(g["diff_lo"], g["diff_hi"])],
+            "verdict": g["verdict"],
+            "best ckpt: A − B": [f"{_f(d, '+.1f')} {_interval_text(lo, hi)}"
+                                 for d, lo, hi in zip(g["best_diff_pts"], g["best_diff_lo"], g["best_diff_hi"])],
+            "best-ckpt verdict": g["best_verdict"],
+        })
+        ranks = rankings(g)
+        notes = ["Ranking (final checkpoint; arms share a rank unless distinguishable): "
+                 + ", ".join(f"{r['rank']}. {r['policy']} ({_pct(r['acc'])}%)" for _, r in ranks.iterrows()) + "."]
+        sections.append((_heading(key[:3]) + f" · budget {key[3]}" + (f" · variant {key[4]}" if len(key) > 4 else ""),
+                         disp, notes))
+    note = (f"Every pair of policies trained on the same model, dataset and budget, on the same test items: the "
+            f"difference A − B in test accuracy (points) at the final checkpoint and at each seed's best checkpoint "
+            f"(chosen on the test set, so optimistic), with a {s.level:.0%} paired bootstrap interval that "
+            "resamples test items (shared by both arms) and, when an arm ran several seeds, its seeds (so "
+            "run-to-run variance counts). Verdict: A or B better when the interval excludes 0, else not "
+            "distinguishable. An arm's rank is 1 + the number of arms distinguishably better than it.")
+    _write_outputs(outs, table, "Which subset bought more: arm against arm", note, sections)
+
+
+@output("steps_to_match", "table", reads={"evals"})
+def write_steps_to_match(runs: Listing, outs: list[str], s: Analysis) -> None:
+    table = steps_to_match(runs, s)
+    sections = []
+    for key, g in _sections(table, PANEL + keys_in(table, ["variant"])):
+        first = g.iloc[0]
+
+        def curve(row) -> str:
+            acc = json.loads(row["checkpoint_acc"])
+            return " · ".join(f"{st}: {_pct(a)}" + (" ✓" if row["matched"] and int(st) == row["match_step"] else "")
+                              for st, a in acc.items())
+
+        disp = pd.DataFrame({
+            "policy": g["policy"], "budget": g["budget"], "seeds": g["seeds"], "final step": g["final_step"],
+            "final %": g["final_acc"].map(_pct),
+            "matches at step": [str(int(m)) if ok else "never" for m, ok in zip(g["match_step"], g["matched"])],
+            "of own steps": [_f(100 * x, ".0f") + "%" if ok else "–"
+                             for x, ok in zip(g["match_fraction_of_own"], g["matched"])],
+            "of full's steps": [_f(100 * x, ".0f") + "%" if ok else "–"
+                                for x, ok in zip(g["match_fraction_of_full"], g["matched"])],
+            "% at match": g["acc_at_match"].map(_pct),
+            "accuracy % by checkpoint": [curve(r) for _, r in g.iterrows()],
+        })
+        disp = _with_variant(disp, g)
+        notes = [f"Full data ({FULL_POLICY}, {first['full_seeds']} seed{'s' if first['full_seeds'] > 1 else ''}, "
+                 f"step {first['full_final_step']}): {_pct(first['full_final_acc'])}% "
+                 f"[{_pct(first['full_lo'])}, {_pct(first['full_hi'])}] at {s.level:.0%}; an arm matches it at the "
+                 f"first checkpoint at or above {_pct(first['full_lo'])}%."]
+        sections.append((_heading(key[:3]) + (f" · variant {key[3]}" if len(key) > 3 else ""), disp, notes))
+    note = (f"How many training steps each arm needs to match the full-data arm (policy `{FULL_POLICY}`): the first "
+            "checkpoint whose accuracy (mean over the arm's seeds, at the steps all of them share) reaches the full "
+            f"arm's final accuracy within its {s.level:.0%} bootstrap interval (over seeds and test items), i.e. at "
+            "or above the interval's lower bound; that step as a share of the arm's own final step and of the full "
+            "arm's final step, or never. Every arm of the same model, dataset and test set is compared with the "
+            "full arm, whatever its budget. Checkpoints are tested on the test set itself, so an early match is "
+            "chosen among several noisy looks. Per-arm rows, with each checkpoint's accuracy: the CSV.")
+    if table.empty:
+        if not any(r.policy == FULL_POLICY for r in runs.runs):
+            note += f" This configuration has no `{FULL_POLICY}` arm, so there is nothing to match."
+        else:
+            note += f" No other arm shares a model, dataset and test set with the `{FULL_POLICY}` arm."
+    _write_outputs(outs, table, "Steps to match full-data accuracy", note, sections)
+
+
+@output("label_free", "table", reads={"scores", "proxy_scores", "subsets"}, when="label_free")
+def write_label_free(runs: Listing, outs: list[str], s: Analysis) -> None:
+    table = label_free_calibration(runs, s)
+    sections = []
+    for (model, dataset), g in _sections(table, ["model", "dataset"]):
+        rho = g[g["measure"] == "rho"]
+        disp = pd.DataFrame({"source": rho["source"], "Spearman ρ vs gold": rho["value"].map(lambda x: _f(x, ".2f")),
+                             f"{s.level:.0%} interval": [_interval_text(lo, hi, ".2f") for lo, hi in
+                                                         zip(rho["lo"], rho["hi"])],
+                             "items": rho["items"]})
+        for at in dict.fromkeys(g.loc[g["measure"] == "overlap", "at"]):
+            ov = g[(g["measure"] == "overlap") & (g["at"] == at)].set_index("source")["value"]
+            disp[f"overlap {at}"] = [_pct(ov.get(src, np.nan)) + "%" if src in ov else "–" for src in rho["source"]]
+        sections.append((f"{model} · {dataset}: each source against the gold pass rate", disp, []))
+        cw = g[g["measure"] == "confident_wrong"]
+        if len(cw):
+            wide = pd.DataFrame({"tier (gold pass rate)": [a.removeprefix("tier ") for a in cw["at"]],
+                                 "source": cw["source"], "items": cw["items"],
+                                 "confident wrong majority %": [f"{_pct(v)} {_interval_text(lo, hi, '.1f', 100)}"
+                                                                for v, lo, hi in zip(cw["value"], cw["lo"], cw["hi"])]})
+            sections.append((f"{model} · {dataset}: confident wrong majorities by tier", wide, []))
+    note = ("How well each difficulty source that needs no gold answers (agreement: the share of the trained model's "
+            "samples giving their majority answer; answer_entropy, negated; proxy_agreement: the proxy model's) or no "
+            "scoring by the trained model (proxy: the proxy's gold pass rate) ranks the pool like the trained model's "
+            f"gold pass rate (the empirical-Bayes estimate from the same samples). ρ: Spearman, {s.level:.0%} "
+            "bootstrap interval over pool items. Overlap: the share of a policy's label-selected subset that the "
+            "source selects too. Confident wrong: items whose majority answer is wrong though more than half the "
+            f"samples give it, with a {s.level:.0%} Wilson interval: the items agreement ranks as easy although "
+            "the model fails them.")
+    if table.empty:
+        note += " No pool here has gold answers to check against."
+    _write_outputs(outs, table, "Difficulty without labels: each source against the gold pass rate", note, sections)

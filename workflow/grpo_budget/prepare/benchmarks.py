@@ -1,0 +1,183 @@
+"""The registry of real benchmarks (:data:`BENCHMARKS`): each one's loader, answer type, instruction,
+difficulty column and default spec."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from grpo_budget.prepare.files import _expand, _load_hub, _load_local, _load_source
+from grpo_budget.prepare.rows import _aime, _bbh_frame, _gsm8k, _math, _unique
+
+_BOXED = "Put your final answer within \\boxed{}."
+
+MATH_SUBJECTS = (
+    "algebra",
+    "counting_and_probability",
+    "geometry",
+    "intermediate_algebra",
+    "number_theory",
+    "prealgebra",
+    "precalculus",
+)
+
+_NUMBER_WORDS = {3: "three", 4: "four", 5: "five", 6: "six", 7: "seven"}
+
+
+def _assign_roles(name: str, spec: dict, source: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    splits = dict(spec.get("splits") or {})
+    out: dict[str, pd.DataFrame] = {}
+    for role, split in splits.items():
+        if role not in ("pool", "test"):
+            raise ValueError(f"spec['splits'] roles must be 'pool' or 'test', got {role!r}")
+        if split in source:
+            out[role] = source[split]
+    if not out and spec.get("_default_splits") and len(splits) == 1 and len(source) == 1:
+        # an evaluation-only benchmark (aime2025) read from local files without split names
+        (role,) = splits
+        out[role] = next(iter(source.values()))
+    if not out:
+        raise ValueError(
+            f"{name}: none of the splits {splits} is in the data (splits found: {sorted(source)}); "
+            "set spec['splits'], e.g. {'pool': 'train'}"
+        )
+    return out
+
+
+def _bbh_sizes(spec: dict, n_items: int, n_objects: int) -> tuple[int, int]:
+    def pick(key: str) -> int | None:
+        v = spec.get(key)
+        if isinstance(v, dict):
+            v = v.get(n_objects, v.get(str(n_objects)))
+        return None if v is None else int(v)
+
+    test_size, pool_size = pick("test_size"), pick("pool_size")
+    if test_size is None:
+        if pool_size is not None:
+            test_size = n_items - pool_size
+        else:
+            frac = float(spec.get("test_fraction", 0.5))
+            if not 0.0 <= frac <= 1.0:
+                raise ValueError(f"test_fraction must be in [0, 1], got {frac}")
+            test_size = int(round(n_items * frac))
+    test_size = max(0, min(test_size, n_items))
+    if pool_size is None:
+        pool_size = n_items - test_size
+    if pool_size + test_size > n_items:
+        raise ValueError(
+            f"bbh {n_objects} objects: pool_size {pool_size} + test_size {test_size} > {n_items} items"
+        )
+    return pool_size, test_size
+
+
+def _load_bbh(spec: dict, seed: int) -> dict[str, pd.DataFrame]:
+    objects = [int(n) for n in (spec.get("objects") or [3, 5, 7])]
+    for n in objects:
+        if n not in _NUMBER_WORDS:
+            raise ValueError(f"bbh objects must be among {sorted(_NUMBER_WORDS)}, got {n}")
+    frames: list[pd.DataFrame] = []
+    fields = spec["fields"]
+    if spec.get("data_files") is not None:
+        files = spec["data_files"]
+        files = list(files.values()) if isinstance(files, dict) else files
+        flat: list[str] = []
+        for f in ([files] if isinstance(files, (str, Path)) else files):
+            flat.extend(_expand(f))
+        for f in flat:
+            src = _load_local(f, spec.get("format"), spec.get("field"), spec.get("cache_dir"))
+            for part in src.values():
+                frames.append(_bbh_frame(part, fields))
+    else:
+        configs = spec.get("hub_config")
+        for n in objects:
+            cfg = configs.format(word=_NUMBER_WORDS[n], n=n) if isinstance(configs, str) else configs
+            src = _load_hub(spec["hub_id"], cfg, spec.get("hub_split"), spec.get("cache_dir"))
+            for part in src.values():
+                frames.append(_bbh_frame(part, fields))
+    if not frames:
+        raise ValueError("bbh: no data loaded")
+    every = pd.concat(frames, ignore_index=True)
+    every = every[every["n_objects"].isin(objects)].reset_index(drop=True)
+    every["id"] = _unique(every["id"])
+    pools, tests = [], []
+    for n in objects:
+        part = every[every["n_objects"] == n].reset_index(drop=True)
+        if part.empty:
+            continue
+        pool_size, test_size = _bbh_sizes(spec, len(part), n)
+        perm = np.random.default_rng([int(seed), n]).permutation(len(part))
+        test_idx = np.sort(perm[:test_size])
+        pool_idx = np.sort(perm[test_size : test_size + pool_size])
+        tests.append(part.iloc[test_idx])
+        pools.append(part.iloc[pool_idx])
+    out = {}
+    if pools:
+        pool = pd.concat(pools, ignore_index=True)
+        if len(pool):
+            out["pool"] = pool
+    if tests:
+        test = pd.concat(tests, ignore_index=True)
+        if len(test):
+            out["test"] = test
+    if not out:
+        raise ValueError(f"bbh: no items with {objects} objects in the data")
+    return out
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def _by_split(build: Callable[[pd.DataFrame, dict], pd.DataFrame]) -> Callable[[str, dict, int], dict]:
+    """A loader for a benchmark whose copies come with named splits: each role's frame through ``build``."""
+
+    def load(name: str, spec: dict, seed: int) -> dict[str, pd.DataFrame]:
+        roles = _assign_roles(name, spec, _load_source(spec))
+        return {role: build(frame.reset_index(drop=True), spec["fields"]) for role, frame in roles.items()}
+
+    return load
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """What the system knows about a benchmark, by name (a dataset's ``benchmark:``)."""
+
+    load: Callable[[str, dict, int], dict[str, pd.DataFrame]]  # (name, merged spec, seed) -> {role: frame}
+    answer_type: str  # grading.ANSWER_TYPES
+    instruction: str  # appended to each question when the config gives none
+    difficulty: str | None  # metadata column for the difficulty-stratified analysis
+    spec: dict = field(default_factory=dict)  # default loading spec: hub id and configs, field names, splits
+
+
+BENCHMARKS: dict[str, Benchmark] = {
+    "gsm8k": Benchmark(
+        load=_by_split(_gsm8k), answer_type="number", instruction=_BOXED, difficulty="n_steps",
+        spec={"hub_id": "openai/gsm8k", "hub_config": "main",
+              "fields": {"question": ["question", "problem"], "solution": "answer"},
+              "splits": {"pool": "train", "test": "test"}},
+    ),
+    "bbh_shuffled_objects": Benchmark(
+        load=lambda name, spec, seed: _load_bbh(spec, seed), answer_type="option",
+        instruction="Answer concisely, think step by step, then put your final answer within \\boxed{(X)}.",
+        difficulty="n_objects",
+        spec={"hub_id": "lukaemon/bbh", "hub_config": "tracking_shuffled_objects_{word}_objects", "hub_split": "test",
+              "fields": {"question": ["input", "question"], "answer": ["target", "answer"]}, "objects": [3, 5, 7],
+              "test_fraction": 0.5},
+    ),
+    "math": Benchmark(
+        load=_by_split(_math), answer_type="math", instruction=_BOXED, difficulty="level",
+        spec={"hub_id": "EleutherAI/hendrycks_math", "hub_config": list(MATH_SUBJECTS),
+              "fields": {"question": ["problem", "question"], "solution": "solution", "level": "level",
+                         "type": "type", "id": "unique_id"},
+              "splits": {"pool": "train", "test": "test"}},
+    ),
+    "aime2025": Benchmark(
+        load=_by_split(_aime), answer_type="number", instruction=_BOXED, difficulty=None,
+        spec={"hub_id": "opencompass/AIME2025", "hub_config": ["AIME2025-I", "AIME2025-II"],
+              "fields": {"question": ["question", "problem"], "answer": "answer", "solution": "solution", "id": "id"},
+              "splits": {"test": "test"}},
+    ),
+}
