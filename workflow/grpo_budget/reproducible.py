@@ -3,8 +3,9 @@
 PyTorch picks its vectorised kernels (``ATEN_CPU_CAPABILITY``: default, avx2, avx512) and MKL its BLAS kernels
 (``MKL_CBWR``) from the processor it finds, and each path sums in its own order: the same seed trains a different
 tiny model on an AVX-512 machine than on an AVX2 one, and every table downstream differs (measured in
-docs/results.md). Pinning both to AVX2, which every current x86-64 server has, makes them agree, for about 10% of
-the embedded default's training time. oneDNN's choice (``ONEDNN_MAX_CPU_ISA``) changed nothing measured here.
+docs/results.md). Pinning both to AVX2, which every current x86-64 server has, makes them agree; on an AVX-512
+machine it costs the embedded default's train jobs 30% more time. oneDNN's choice (``ONEDNN_MAX_CPU_ISA``) changed
+nothing measured here.
 
 Both are read when torch loads, so the CLI pins them before any stage imports it. ``GRPO_BUDGET_CPU_PATH=native``
 keeps each machine's fastest path; a variable the user set is never overridden. Thread counts also change sums:
