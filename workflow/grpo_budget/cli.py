@@ -40,11 +40,12 @@ def cmd_prepare(a: argparse.Namespace) -> None:
 
 
 def cmd_bootstrap_model(a: argparse.Namespace) -> None:
+    from grpo_budget.experiment.settings import Bootstrap
     from grpo_budget.io import read_parquet
     from grpo_budget.train.tinymodel import bootstrap
 
     exclude = [p for path in a.exclude for p in read_parquet(path, ["prompt"])["prompt"]]
-    summary = bootstrap(a.out, a.dataset, a.settings, exclude)
+    summary = bootstrap(a.out, a.dataset, Bootstrap.from_dict(a.settings), exclude)
     logging.info("kept step %d, calibration pass rate %.3f", summary["chosen_step"], summary["chosen_pass_rate"])
 
 

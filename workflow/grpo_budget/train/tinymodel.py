@@ -95,57 +95,56 @@ def pass_rate(model, tokenizer, items: pd.DataFrame, samples: int, max_new_token
     return float(np.mean(grades))
 
 
-def bootstrap(out_dir: str | Path, task: dict, settings: dict, exclude_prompts: list[str]) -> dict:
+def bootstrap(out_dir: str | Path, task: dict, cfg: Bootstrap, exclude_prompts: list[str]) -> dict:
     """Train the base model and save the snapshot nearest the target pass rate to ``out_dir``."""
     import torch
 
-    cfg = asdict(Bootstrap.from_dict(settings))
-    seed = int(cfg["seed"])
+    seed = cfg.seed
     torch.manual_seed(seed)
     params = framearith.resolve_params(task.get("params", {}))
     max_new = 2 * params["width"] + 4
     pattern = task["grading"]["pattern"]
 
     tok = build_tokenizer(framearith.VOCAB)
-    model = build_model(tok, cfg["hidden_size"], cfg["intermediate_size"], cfg["num_layers"], cfg["num_heads"], seed)
+    model = build_model(tok, cfg.hidden_size, cfg.intermediate_size, cfg.num_layers, cfg.num_heads, seed)
     n_params = sum(p.numel() for p in model.parameters())
     log.info("tiny Llama with %d parameters", n_params)
 
-    calib = framearith.generate(cfg["calib_items"], seed + 1, **params, exclude=exclude_prompts)
+    calib = framearith.generate(cfg.calib_items, seed + 1, **params, exclude=exclude_prompts)
     train = framearith.generate(
-        cfg["train_items"], seed + 2, **params, exclude=list(exclude_prompts) + list(calib["prompt"])
+        cfg.train_items, seed + 2, **params, exclude=list(exclude_prompts) + list(calib["prompt"])
     )
     x, y = encode_examples(tok, list(train["prompt"]), list(train["solution"]))
     x, y = torch.tensor(x), torch.tensor(y)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg["learning_rate"], weight_decay=0.0)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
     rng = np.random.default_rng(seed)
 
     history, best, smooth = [], None, None
-    for step in range(1, cfg["max_steps"] + 1):
+    for step in range(1, cfg.max_steps + 1):
         model.train()
-        idx = torch.as_tensor(rng.choice(len(x), size=cfg["batch_size"], replace=False))
+        idx = torch.as_tensor(rng.choice(len(x), size=cfg.batch_size, replace=False))
         loss = model(input_ids=x[idx], attention_mask=(x[idx] != tok.pad_token_id).long(), labels=y[idx]).loss
         opt.zero_grad()
         loss.backward()
         opt.step()
         smooth = float(loss) if smooth is None else 0.9 * smooth + 0.1 * float(loss)
         # Competence appears abruptly once the loss breaks through its plateau: measure densely only then.
-        every = cfg["calib_every"] if smooth < cfg["dense_below_loss"] else cfg["sparse_calib_every"]
+        every = cfg.calib_every if smooth < cfg.dense_below_loss else cfg.sparse_calib_every
         if step % every == 0:
             model.eval()
-            rate = pass_rate(model, tok, calib, cfg["calib_samples"], max_new, seed + step, pattern)
+            rate = pass_rate(model, tok, calib, cfg.calib_samples, max_new, seed + step, pattern)
             history.append({"step": step, "loss": float(loss), "pass_rate": rate})
             log.info("step %d loss %.3f calibration pass rate %.3f", step, float(loss), rate)
-            if best is None or abs(rate - cfg["target_pass_rate"]) < abs(best[1] - cfg["target_pass_rate"]):
+            if best is None or abs(rate - cfg.target_pass_rate) < abs(best[1] - cfg.target_pass_rate):
                 best = (step, rate, copy.deepcopy(model.state_dict()))
-            if rate >= cfg["stop_above"]:
+            if rate >= cfg.stop_above:
                 break
     if best is None:
         raise RuntimeError("max_steps is smaller than calib_every: no calibration point was measured")
     step, rate, state = best
     model.load_state_dict(state)
     summary = {"chosen_step": step, "chosen_pass_rate": rate, "n_parameters": n_params, "history": history,
-               "settings": cfg}
+               "settings": asdict(cfg)}
     _save(model, tok, Path(out_dir), summary)
     return summary
 
