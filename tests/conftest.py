@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,10 +11,18 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
+def missing_data(reason: str) -> None:
+    """Skip a test whose real benchmark files are absent, saying why; under CI (``CI=true``), where they are laid
+    out, fail instead, so that a moved data folder cannot turn tests into skips."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (CI=true: the data must be there)")
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"real benchmark files not found at {SHARED_DATA} (../shared/data beside the project)")
+        missing_data(f"real benchmark files not found at {SHARED_DATA} (../shared/data beside the project)")
     return SHARED_DATA
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import datasets
 import pandas as pd
 import pytest
+from conftest import missing_data
 
 from grpo_budget.errors import UserError
 from grpo_budget.generation.check_grader import check, format_report, main, perturb_answer
@@ -25,7 +26,7 @@ BASE_COLUMNS = ["id", "prompt", "answer", "answer_type", "solution"]
 def need(*parts: str) -> Path:
     path = DATA.joinpath(*parts)
     if not path.exists():
-        pytest.skip(f"real benchmark data not found: {path} (tests read ../shared/data next to the project)")
+        missing_data(f"real benchmark data not found: {path} (tests read ../shared/data next to the project)")
     return path
 
 

@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import missing_data
 
 from grpo_budget.generation.grading import grade
 from grpo_budget.prepare.shuffled_objects import NAMES, TEMPLATES, generate, render
@@ -55,7 +56,7 @@ def solve(prompt: str) -> tuple[str, dict]:
 def _real_items():
     missing = [p for p in BBH_FILES if not p.exists()]
     if missing:
-        pytest.skip(f"real BBH data not found at {DATA}/bbh (needs ../shared/data next to the project)")
+        missing_data(f"real BBH data not found at {DATA}/bbh (needs ../shared/data next to the project)")
     items = []
     for p in BBH_FILES:
         items.extend(json.loads(p.read_text())["examples"])
