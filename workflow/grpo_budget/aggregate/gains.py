@@ -67,7 +67,7 @@ def summary_table(runs: Listing, s: Analysis) -> pd.DataFrame:
 
 
 def _records_by_arm(runs: Listing) -> dict[tuple, list[dict]]:
-    """The records of :func:`_records` grouped by arm (model, dataset, policy, budget) and evaluation set."""
+    """The records of :func:`grpo_budget.aggregate.read._records` grouped by arm (model, dataset, policy, budget) and evaluation set."""
     groups: dict[tuple, list[dict]] = {}
     for rec in _records(runs):
         groups.setdefault((*[getattr(rec["run"], k) for k in ARM], rec["evalset"]), []).append(rec)

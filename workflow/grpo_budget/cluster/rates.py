@@ -20,7 +20,7 @@ from grpo_budget.cluster.hardware import DEFAULT_SOURCE, DEFAULTS
 from grpo_budget.cluster.rules import CPU, GENERATE, TRAIN
 from grpo_budget.cluster.work import JOBS_FILE, Job, log_path
 
-GENERATION_LOG = r"generated \d+ completions in ([0-9.]+) s"  # scoring.sample_and_grade's line in a job's log
+GENERATION_LOG = r"generated \d+ completions in ([0-9.]+) s"  # grpo_budget.generation.sample.sample_and_grade's line in a job's log
 
 
 @dataclass(frozen=True)
@@ -193,7 +193,7 @@ def _fit_update(rows: pd.DataFrame, gen: Rate) -> tuple[float, float, float]:
 
 
 def default_rate(job: Job) -> Rate:
-    """The stated default of a job's kind, model size and batch (:data:`DEFAULTS`): each decoding step at the
+    """The stated default of a job's kind, model size and batch (:data:`grpo_budget.cluster.hardware.DEFAULTS`): each decoding step at the
     roofline of its batch; a GRPO step also trains on its completions."""
     hw = DEFAULTS
     if job.kind == CPU:

@@ -12,7 +12,7 @@ from grpo_budget.experiment.schema import ConfigError
 
 
 def validate(config: dict) -> dict:
-    """Validate ``config`` in place (defaults filled in) and return it; raise :class:`ConfigError`."""
+    """Validate ``config`` in place (defaults filled in) and return it; raise :class:`~grpo_budget.experiment.schema.ConfigError`."""
     schema.check(config)
     checks.semantics(config)
     checks.inputs(config)

@@ -302,7 +302,7 @@ def write_listing(config: dict) -> str:
     return str(path)
 
 
-# File roles an output reads (analysis.outputs.Output.reads).
+# File roles an output reads (grpo_budget.aggregate.outputs.Output.reads).
 READS = ("evals", "ood_evals", "tests", "logs", "subsets", "scores", "proxy_scores", "verify")
 
 

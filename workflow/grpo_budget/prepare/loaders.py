@@ -1,4 +1,4 @@
-"""Loaders for the real benchmarks.
+""":func:`load_benchmark`: one real benchmark as pool and test frames in the project's columns.
 
 Each benchmark is read with ``datasets.load_dataset``, either from a Hugging Face
 hub id or from local files (``data_files`` + ``format``), and mapped onto the
@@ -13,7 +13,7 @@ its column names are given in the config.
 ``prompt``       the question text only (instructions / chat template are added
                  elsewhere)
 ``answer``       the gold answer, normalised
-``answer_type``  ``"number"``, ``"option"`` or ``"math"`` (see grading.py)
+``answer_type``  ``"number"``, ``"option"`` or ``"math"`` (see :data:`grpo_budget.generation.grading.ANSWER_TYPES`)
 ``solution``     the reference solution (BBH: the target written as a worked
                  completion; AIME: None unless the copy has solutions)
 

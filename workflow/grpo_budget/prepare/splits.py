@@ -127,7 +127,7 @@ def read_answers(path: str | Path) -> pd.DataFrame:
 
 def attach_answers(items: pd.DataFrame, ds: dict, where: str) -> pd.DataFrame:
     """``items`` with a gold answer for every row: their own, else the dataset's ``answers:`` file's. A selected
-    item without one is a :class:`UserError` naming the items (``where``: the subset file)."""
+    item without one is a :class:`~grpo_budget.errors.UserError` naming the items (``where``: the subset file)."""
     lacking = items["answer"].map(missing_answer).to_numpy()
     if lacking.any() and ds.get("answers"):
         bought = read_answers(ds["answers"]).drop_duplicates("id").set_index("id")["answer"]

@@ -1,5 +1,7 @@
-"""Sample completions for a table of items and grade them: difficulty scoring of the pool (pass rate over K
-samples) and, with the same function, evaluation of a model on a test set."""
+"""Difficulty scoring of the pool: the base model's pass rate over K samples per item (:func:`score`), or over
+adaptive rounds until every configured cut is settled (:func:`score_in_rounds`; the doubt rule is
+:mod:`grpo_budget.score.adaptive`), with agreement columns and the empirical-Bayes posterior. Sampling and grading is
+:func:`grpo_budget.generation.sample.sample_and_grade`."""
 
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ def score(model: str, pool_path: str, out_path: str, g: Generation, adaptive: Ad
 
 
 def merge_rounds(rounds: list[pd.DataFrame]) -> pd.DataFrame:
-    """One graded row per item from its rows of several rounds (each :data:`GRADED_COLUMNS`): samples
+    """One graded row per item from its rows of several rounds (each :data:`grpo_budget.generation.sample.GRADED_COLUMNS`): samples
     concatenated in round order, counts summed, the mean completion length weighted by samples."""
     rows = []
     for item_id, parts in pd.concat(rounds, ignore_index=True).groupby("id", sort=False):

@@ -28,7 +28,7 @@ SOURCES: dict[str, Source] = {
 ARM_SEPARATOR = "@"
 
 
-# The score table's per-item statistics of the model that scored (scoring.GRADED_COLUMNS' counts, EB_COLUMNS and
+# The score table's per-item statistics of the model that scored (grpo_budget.generation.sample.GRADED_COLUMNS' counts, EB_COLUMNS and
 # AGREEMENT_COLUMNS; a test keeps them in step): a proxy arm's subset carries them as proxy_*, since they describe
 # the proxy, not the trained model.
 SCORED_BY_COLUMNS = ["n_samples", "n_correct", "pass_rate", "n_format_fail", "mean_completion_tokens", "n_truncated",

@@ -16,7 +16,7 @@ def prompts_per_generation(args) -> int:
 
 
 def default_prompts_per_step(t: Training) -> int:
-    """``prompts_per_generation`` of ``grpo_config(t)`` on one process, without building it."""
+    """``prompts_per_generation`` of :func:`grpo_budget.train.training.grpo_config` on one process, without building it."""
     accumulation, generations = int(t.gradient_accumulation_steps), int(t.num_generations)
     return int(t.prompts_per_step) * generations // accumulation * accumulation // generations
 

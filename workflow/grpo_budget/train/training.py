@@ -1,7 +1,7 @@
 """GRPO with TRL's ``GRPOTrainer`` and a PEFT LoRA adapter on a selected subset; resumes from its last checkpoint.
 
 Checkpoints live in a folder that is not a Snakemake output and belongs to one run's fingerprint (see
-:mod:`grpo_budget.train.checkpoints`); the declared outputs, ``log_history.parquet`` and ``manifest.json``, are
+:mod:`grpo_budget.train.checkpoints`); the declared outputs, ``train_log.parquet`` and ``manifest.json``, are
 written atomically at the end.
 """
 
@@ -161,9 +161,9 @@ def check_trainable(n_items: int, args, t: Training, subset_path: str | Path) ->
 
 def grpo_config(t: Training, out_dir: Path, seed: int, on_gpu: bool, n_items: int | None = None):
     """``GRPOConfig`` from the config's training section (CPU-safe defaults when no GPU is present). Given the
-    subset's ``n_items``, ``max_steps`` is the run's length from :func:`schedule` (``epochs``) and ``save_steps``
+    subset's ``n_items``, ``max_steps`` is the run's length from :func:`grpo_budget.train.schedule.schedule` (``epochs``) and ``save_steps``
     the greatest common divisor of its checkpoint steps (so even the Trainer's own flow saves them all;
-    :func:`planned_saves` drops the rest)."""
+    :func:`grpo_budget.train.schedule.planned_saves` drops the rest)."""
     from trl import GRPOConfig
 
     per_device = int(t.prompts_per_step) * int(t.num_generations) // int(t.gradient_accumulation_steps)
