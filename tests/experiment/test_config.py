@@ -118,3 +118,11 @@ def test_label_free_sources_are_checked_before_any_job():
     ok = copy.deepcopy(DEFAULT)
     ok.update(policies=["hard", "hard@agreement", "random"], scoring=fixed)
     assert config.validate(ok)["scoring"]["difficulty"] == "labels"
+
+
+def test_vllm_server_mode_is_refused():
+    """Nothing starts a `trl vllm-serve` process: server mode would wait 240 s for one and fail, after scoring."""
+    training = {**DEFAULT.get("training", {}), "use_vllm": True, "vllm_mode": "server"}
+    msg = bad(training=training)
+    assert "training.vllm_mode" in msg and "allowed: colocate" in msg
+    config.validate({**copy.deepcopy(DEFAULT), "training": {**training, "vllm_mode": "colocate"}})

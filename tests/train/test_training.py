@@ -55,3 +55,12 @@ def test_resume_continues_from_last_complete_checkpoint(tmp_path, subset, tiny_m
     steps = log.dropna(subset=["reward"])["step"].tolist()
     assert steps == [1, 2, 3, 4, 5, 6]  # the history continues; steps 1-4 were not trained again
 
+
+
+@pytest.mark.parametrize("wanted", [False, True])
+def test_gradient_checkpointing_is_what_the_config_says(tmp_path, wanted):
+    """TRL's GRPOConfig defaults it to on; a configured false must reach the trainer (it used to be always on, on
+    CPU as on GPU: one code path sets it for both)."""
+    args = training.grpo_config(Training.from_dict({**SETTINGS, "gradient_checkpointing": wanted}), tmp_path, 0,
+                                on_gpu=False)
+    assert args.gradient_checkpointing is wanted

@@ -40,6 +40,10 @@ def semantics(cfg: dict) -> None:
         raise ConfigError(f"config field 'analysis.learnable_window': {window} is neither a fraction in (0, 1] nor "
                           f"a count; allowed: a count of steps without a decimal point ({int(window)})")
     tr = cfg["training"]
+    if tr["use_vllm"] and tr["vllm_mode"] == "server":
+        raise ConfigError("config field 'training.vllm_mode': server needs a `trl vllm-serve` process on its own GPUs, "
+                          "which the workflow does not start (training would stop on a ConnectionError after 240 s); "
+                          "allowed: colocate")
     if tr["prompts_per_step"] % tr["gradient_accumulation_steps"]:
         raise ConfigError(f"config field 'training.gradient_accumulation_steps': {tr['gradient_accumulation_steps']} "
                           f"does not divide training.prompts_per_step ({tr['prompts_per_step']}); allowed: a divisor")

@@ -167,9 +167,8 @@ def grpo_config(t: Training, out_dir: Path, seed: int, on_gpu: bool, n_items: in
     from trl import GRPOConfig
 
     per_device = int(t.prompts_per_step) * int(t.num_generations) // int(t.gradient_accumulation_steps)
-    extra = {}
-    if on_gpu and t.gradient_checkpointing:
-        extra["gradient_checkpointing"] = True
+    # Always passed: TRL's GRPOConfig turns checkpointing on by default, which would ignore a configured false.
+    extra = {"gradient_checkpointing": bool(t.gradient_checkpointing)}
     if on_gpu and t.use_vllm:
         extra.update(use_vllm=True, vllm_mode=t.vllm_mode, vllm_gpu_memory_utilization=t.vllm_gpu_memory_utilization)
     args = GRPOConfig(
