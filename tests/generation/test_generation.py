@@ -75,7 +75,24 @@ def test_top_k_left_to_the_model_as_hf_generate_does():
     assert backends.vllm_sampling_kwargs(Sampling(**base, top_k=None), model_top_k=20)["top_k"] == 20
     assert "top_k" not in backends.vllm_sampling_kwargs(Sampling(**base, top_k=0))  # no cut: vLLM's default
     assert backends.vllm_sampling_kwargs(Sampling(**base, top_k=5), model_top_k=20)["top_k"] == 5
-    assert "top_k" not in backends.vllm_sampling_kwargs(Sampling(**base, top_k=None))
+    # neither the model nor the config sets one: HF generate cuts at its global default (50), so vLLM must too
+    assert backends.vllm_sampling_kwargs(Sampling(**base, top_k=None))["top_k"] == 50 == backends.hf_default_top_k()
+    assert backends.vllm_sampling_kwargs(Sampling(**base, top_k=None), model_top_k=-1)["top_k"] == 50  # vLLM: unset
+    assert "top_k" not in backends.vllm_sampling_kwargs(Sampling(**{**base, "temperature": 0.0}, top_k=None))
+
+
+def test_hf_generate_applies_the_default_top_k_the_vllm_backend_mirrors(tiny_model_dir):
+    """What the transformers backend does with top_k unset, read off transformers' own generation setup: its
+    processors cut at 50 when the model's generation_config sets no top_k."""
+    from transformers import AutoModelForCausalLM, GenerationConfig, TopKLogitsWarper
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    assert model.generation_config.top_k is None
+    config, _ = model._prepare_generation_config(GenerationConfig(do_sample=True))
+    assert config.top_k == backends.hf_default_top_k()
+    warpers = model._get_logits_processor(config, input_ids_seq_length=1, encoder_input_ids=None,
+                                          prefix_allowed_tokens_fn=None, logits_processor=None)
+    assert any(isinstance(w, TopKLogitsWarper) and w.top_k == 50 for w in warpers)
 
 
 def test_top_k_none_uses_the_generation_config(tiny_model_dir, tmp_path):

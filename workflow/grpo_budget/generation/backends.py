@@ -275,9 +275,12 @@ def lora_rank_slot(rank: int) -> int:
 
 def vllm_sampling_kwargs(sampling: Sampling, model_top_k: int | None = None) -> dict:
     """``SamplingParams`` arguments; ``max_tokens`` always set (vLLM's default is 16). ``top_k``: ours, or with
-    ``sampling.top_k`` None the model's generation_config value (``model_top_k``), as the transformers backend.
+    ``sampling.top_k`` None what HF ``generate`` uses, as the transformers backend: the model's generation_config value
+    (``model_top_k``), else transformers' global default (50), where vLLM would apply no cut at all.
     ``seed`` here is the run's; ``VLLMGenerator.generate`` gives each request its own (``request_seed``)."""
-    top_k = sampling.top_k if sampling.top_k is not None else model_top_k
+    top_k = sampling.top_k
+    if top_k is None:
+        top_k = model_top_k if model_top_k is not None and model_top_k > 0 else hf_default_top_k()
     kwargs = {
         "n": sampling.n,
         "temperature": sampling.temperature,
@@ -288,6 +291,13 @@ def vllm_sampling_kwargs(sampling: Sampling, model_top_k: int | None = None) -> 
     if top_k and sampling.temperature > 0:  # 0 or None: no cut, vLLM's default
         kwargs["top_k"] = top_k
     return kwargs
+
+
+def hf_default_top_k() -> int:
+    """The top-k HF ``generate`` applies when neither the model nor the caller sets one."""
+    from transformers import GenerationConfig
+
+    return int(GenerationConfig._get_default_generation_params()["top_k"])
 
 
 def parse_vllm_output(request_output: Any) -> list[Completion]:
