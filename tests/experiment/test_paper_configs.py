@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_RULES = {"score", "verify", "train", "evaluate_base", "evaluate"}
-CPU_RULES = {"prepare", "select", "summary", "table", "figure"}
+CPU_RULES = {"prepare", "fetch_model", "select", "summary", "table", "figure"}
 
 
 def dry_run(config: str) -> tuple[dict[str, int], list[tuple[str, dict, dict]]]:
@@ -44,9 +46,9 @@ def dry_run(config: str) -> tuple[dict[str, int], list[tuple[str, dict, dict]]]:
 @pytest.mark.parametrize(
     "config, expected",
     [
-        ("hard-examples", {"prepare": 5, "score": 8, "select": 32, "train": 32, "evaluate": 64, "evaluate_base": 12,
+        ("hard-examples", {"fetch_model": 4, "prepare": 5, "score": 8, "select": 32, "train": 32, "evaluate": 64, "evaluate_base": 12,
                            "summary": 1, "table": 5, "figure": 5}),
-        ("difficulty-limits", {"prepare": 5, "score": 6, "select": 54, "train": 54, "evaluate": 135, "evaluate_base": 9,
+        ("difficulty-limits", {"fetch_model": 3, "prepare": 5, "score": 6, "select": 54, "train": 54, "evaluate": 135, "evaluate_base": 9,
                                "summary": 1, "table": 5, "figure": 5}),
     ],
 )
@@ -68,3 +70,53 @@ def test_gpu_resources_scale_with_model_size():
     _, jobs = dry_run("hard-examples")
     train = {w["model"]: (int(r["mem_mb"]), int(r["runtime"])) for rule, w, r in jobs if rule == "train"}
     assert train["qwen3-4b"] < train["llama-3.1-8b"] < train["qwen3-14b"] == train["phi-4"]
+
+
+def test_jobs_get_the_memory_plans_settings_and_read_the_fetched_models():
+    """On an 80 GiB card: Qwen3-14B trains with checkpointing and a vLLM share that holds its second copy (0.3
+    would not), every vLLM context is prompt + completion (Llama-3.1 would ask for 131,072 tokens), and every job
+    reads the copy fetch_model downloaded into model_store."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRPO_SLURM_")}
+    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p",
+                          "results-hard-examples/runs/qwen3-14b/gsm8k/hard/b0.1/s0/manifest.json",
+                          "results-hard-examples/base/llama-3.1-8b/gsm8k.parquet",
+                          "--configfile", "configs/hard-examples.yaml"],
+                         cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    train = next(line for line in out.stdout.splitlines() if "grpo-budget" in line and " train " in line)
+    assert "--model models/Qwen--Qwen3-14B " in train
+    settings = json.loads(shlex.split(train)[shlex.split(train).index("--settings") + 1])
+    assert settings["gradient_checkpointing"] is True and settings["device"] == "cuda"
+    assert 0.3 < settings["vllm_gpu_memory_utilization"] < 0.6 and settings["vllm_max_model_length"] == 1024 + 250
+    assert settings["dtype"] == "bfloat16"
+    base = next(line for line in out.stdout.splitlines() if "grpo-budget" in line and " evaluate " in line)
+    gen = json.loads(shlex.split(base)[shlex.split(base).index("--settings") + 1])
+    assert gen["backend_kwargs"]["max_model_len"] == 1024 + 250 and gen["dtype"] == "bfloat16"
+    assert "fetch_model" in out.stdout
+
+
+@pytest.mark.parametrize("gib, fits", [(80, True), (40, False)])
+def test_the_memory_plan_fits_an_a100_80gb_and_refuses_a_40gb_card(tmp_path, gib, fits):
+    out = subprocess.run([sys.executable, "-m", "grpo_budget.cli", "plan", "--configfile", "configs/hard-examples.yaml",
+                          "--config", f"results={tmp_path}", "--gpu-memory-gib", str(gib)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    if fits:
+        assert out.returncode == 0, out.stderr
+        rows = [line for line in out.stdout.splitlines() if " GiB  " in line]
+        assert len(rows) == 4 * 4 and all("  fits  " in r for r in rows)  # 4 models x score, train, evaluate x2
+    else:
+        assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+        assert "model qwen3-14b, rule train: needs" in out.stderr and "GiB missing" in out.stderr
+
+
+def test_a_gpu_constraint_pins_the_card_and_hyphenated_gpu_types_are_refused_before_any_job():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRPO_SLURM_")}
+    args = [sys.executable, "-m", "snakemake", "-n", "--profile", "profiles/slurm", "--configfile",
+            "configs/hard-examples.yaml"]
+    out = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env=dict(env, GRPO_SLURM_GPU_CONSTRAINT="a100_80gb"))
+    gpu_jobs = [line for line in out.stdout.splitlines() if "resources:" in line and "gpu=1" in line]
+    assert gpu_jobs and all("constraint=a100_80gb" in line for line in gpu_jobs)
+    out = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env=dict(env, GRPO_SLURM_GPU_MODEL="nvidia_a100-sxm4-80gb"))
+    assert out.returncode != 0 and "GRPO_SLURM_GPU_CONSTRAINT" in out.stderr

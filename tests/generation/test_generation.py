@@ -110,3 +110,36 @@ def test_top_k_none_uses_the_generation_config(tiny_model_dir, tmp_path):
     free = gen.generate(prompt, Sampling(n=6, temperature=1.0, top_p=1.0, max_new_tokens=6, seed=3, top_k=None))
     greedy = gen.generate(prompt, Sampling(n=1, temperature=0.0, top_p=1.0, max_new_tokens=6, seed=3))
     assert {c.text for c in free[0]} == {greedy[0][0].text}
+
+
+def test_vllm_enables_lora_only_for_jobs_that_load_adapters():
+    """Scoring, verification and the base model's evaluation load no adapter: no LoRA slots (memory, and vLLM's
+    LoRA kernels) for them."""
+    assert not {"enable_lora", "max_lora_rank", "max_loras"} & set(backends.vllm_engine_kwargs(False, 32, {}))
+    assert backends.vllm_engine_kwargs(True, 32, {})["enable_lora"] is True
+
+
+@pytest.mark.parametrize("dtype, on_gpu, expected", [
+    ("auto", False, "float32"),  # the CPU default: as the transformers backend loads it there
+    ("bfloat16", False, "bfloat16"),  # models.NAME.dtype wins everywhere
+    ("float16", True, "float16"),
+    ("auto", True, None),  # vLLM's own auto: the config's torch_dtype
+])
+def test_vllm_engine_takes_the_models_dtype(dtype, on_gpu, expected):
+    assert backends.vllm_engine_kwargs(False, 16, {}, on_gpu=on_gpu, dtype=dtype).get("dtype") == expected
+
+
+def test_transformers_backend_loads_the_models_dtype(tiny_model_dir):
+    import torch
+
+    from grpo_budget.experiment.settings import Generation
+
+    for dtype, expected in (("auto", torch.float32), ("bfloat16", torch.bfloat16)):
+        gen = backends.from_settings(str(tiny_model_dir), Generation.from_dict({"dtype": dtype, "device": "cpu"}))
+        assert next(gen.model.parameters()).dtype == expected
+
+
+def test_a_prompt_longer_than_the_engines_context_is_refused_by_name():
+    backends.check_lengths([[1] * 10], 20, 30)
+    with pytest.raises(UserError, match="item-7: its prompt has 11 tokens.*gpu.max_prompt_tokens"):
+        backends.check_lengths([[1] * 10, [1] * 11], 20, 30, keys=["item-6", "item-7"])

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from grpo_budget import learnability
+from grpo_budget.errors import UserError
 from grpo_budget.experiment.settings import Training
 from grpo_budget.prepare import framearith
 from grpo_budget.train import training
@@ -64,3 +65,23 @@ def test_gradient_checkpointing_is_what_the_config_says(tmp_path, wanted):
     args = training.grpo_config(Training.from_dict({**SETTINGS, "gradient_checkpointing": wanted}), tmp_path, 0,
                                 on_gpu=False)
     assert args.gradient_checkpointing is wanted
+
+
+def test_the_policy_is_loaded_in_the_models_dtype():
+    import torch
+
+    assert training.load_dtype("auto", bf16=False) is torch.float32  # CPU: full precision
+    assert training.load_dtype("auto", bf16=True) is torch.bfloat16
+    assert training.load_dtype("float16", bf16=True) is torch.float16  # models.NAME.dtype wins
+
+
+def test_the_memory_plans_vllm_settings_reach_trl(tmp_path):
+    t = Training.from_dict({**SETTINGS, "use_vllm": True, "vllm_gpu_memory_utilization": 0.39,
+                            "vllm_max_model_length": 1274, "gradient_checkpointing": True,
+                            "bf16": False})  # this CPU machine: transformers refuses bf16 without a GPU
+    args = training.grpo_config(t, tmp_path, 0, on_gpu=True)
+    assert (args.vllm_gpu_memory_utilization, args.vllm_max_model_length) == (0.39, 1274)
+    assert args.use_vllm and args.gradient_checkpointing
+    with pytest.raises(UserError, match="vllm_gpu_memory_utilization is auto"):
+        training.grpo_config(Training.from_dict({**SETTINGS, "use_vllm": True, "bf16": False}), tmp_path, 0,
+                             on_gpu=True)

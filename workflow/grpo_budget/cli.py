@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from grpo_budget.errors import UserError
 from grpo_budget.reproducible import pin_cpu_code_path
@@ -31,6 +33,14 @@ def _threads(n: int | None) -> None:
         import torch
 
         torch.set_num_threads(n)
+
+
+def _offline_for_local_models(a: argparse.Namespace) -> None:
+    """A job whose model is a local folder (bootstrapped, fetched into model_store, or the user's) never needs the
+    hub: offline, a compute node without network access neither waits on it nor fails on it."""
+    model = getattr(a, "model", None)
+    if model and Path(model).is_dir():
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def cmd_prepare(a: argparse.Namespace) -> None:
@@ -98,6 +108,37 @@ def cmd_aggregate(a: argparse.Namespace) -> None:
     run(a.name, a.listing, a.out, a.settings)
 
 
+def cmd_fetch_model(a: argparse.Namespace) -> None:
+    from grpo_budget.hub import fetch_into
+
+    print(fetch_into(a.hub_id, a.partial, a.out))
+
+
+def cmd_fetch_models(a: argparse.Namespace) -> None:
+    from grpo_budget.experiment.config import load
+    from grpo_budget.hub import fetch_into, fetched, folder_name
+
+    cfg = load(a.configfile)
+    if not cfg["model_store"]:
+        raise UserError(f"{a.configfile}: model_store is not set, so there is nowhere to fetch models into")
+    for name, spec in cfg["models"].items():
+        if fetched(cfg, name):
+            store = Path(cfg["model_store"])
+            print(fetch_into(spec["path"], store / ".partial" / folder_name(spec["path"]),
+                             store / folder_name(spec["path"])))
+
+
+def cmd_doctor(a: argparse.Namespace) -> None:
+    from grpo_budget.cluster import doctor
+    from grpo_budget.experiment.config import load
+
+    checks = doctor.run(load(a.configfile))
+    print("\n".join(c.line() for c in checks))
+    failed = sum(c.status == "FAIL" for c in checks)
+    if failed:
+        raise SystemExit(1)
+
+
 def cmd_validate_config(a: argparse.Namespace) -> None:
     from grpo_budget.experiment.config import load
 
@@ -107,8 +148,9 @@ def cmd_validate_config(a: argparse.Namespace) -> None:
 
 
 def cmd_plan(a: argparse.Namespace) -> None:
-    from grpo_budget.cluster import cost
+    from grpo_budget.cluster import cost, memory
     from grpo_budget.experiment.config import load
+    from grpo_budget.experiment.settings import Gpu
 
     cfg = load(a.configfile)
     for item in a.config or []:
@@ -118,6 +160,10 @@ def cmd_plan(a: argparse.Namespace) -> None:
         cfg["results"] = value
     if a.calibrate_from:
         cfg["cost"] = dict(cfg["cost"], calibrate_from=list(cfg["cost"]["calibrate_from"]) + a.calibrate_from)
+    if a.gpu_memory_gib:
+        cfg["gpu"] = dict(cfg["gpu"], memory_gib=a.gpu_memory_gib)
+    if cfg["device"] == "cuda":
+        print(memory.render(memory.check_config(cfg), Gpu.from_dict(cfg["gpu"])) + "\n")
     text, path = cost.write_plan(cfg, a.parallel)
     print(text + f"\nwritten to {path} (per job: {path.with_suffix('.csv')})")
 
@@ -196,13 +242,28 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", nargs="+", required=True)
     s.set_defaults(func=cmd_aggregate)
 
-    s = sub.add_parser("plan", help="the cost plan: jobs, tokens, GPU-hours and wall time per stage")
+    s = sub.add_parser("plan", help="the memory plan (device cuda) and the cost plan: jobs, tokens, GPU-hours, wall time")
     s.add_argument("--configfile", default="config.yaml", help="the experiment config (default: the embedded one)")
     s.add_argument("--config", nargs="*", metavar="results=DIR", help="the results folder, as with snakemake")
     s.add_argument("--calibrate-from", nargs="*", default=[], metavar="DIR",
                    help="results folders of earlier runs on the same machines (added to cost.calibrate_from)")
     s.add_argument("--parallel", type=int, default=None, help="jobs at a time, for the wall-time estimate")
+    s.add_argument("--gpu-memory-gib", type=float, default=None, help="the card's memory (replaces gpu.memory_gib)")
     s.set_defaults(func=cmd_plan)
+
+    s = sub.add_parser("fetch-model", help="download one hub model (the fetch_model rule's job)")
+    s.add_argument("--hub-id", required=True)
+    s.add_argument("--partial", required=True, help="download folder, kept across a killed job")
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=cmd_fetch_model)
+
+    s = sub.add_parser("fetch-models", help="download every hub model of a config into its model_store (login node)")
+    s.add_argument("--configfile", required=True)
+    s.set_defaults(func=cmd_fetch_models)
+
+    s = sub.add_parser("doctor", help="check a cluster before a first run: CUDA, GPUs, SLURM, plugin, models, memory")
+    s.add_argument("--configfile", default="config.yaml", help="the experiment config (default: the embedded one)")
+    s.set_defaults(func=cmd_doctor)
 
     s = sub.add_parser("validate-config", help="check config files against the schema")
     s.add_argument("configs", nargs="+")
@@ -234,6 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rest = [x for x in argv[command + 1:] if x != "--debug"]
             return int(getattr(importlib.import_module(f"grpo_budget.{module}"), func)(rest) or 0)
         args = parser().parse_args(argv)
+        _offline_for_local_models(args)
         _threads(args.threads)
         args.func(args)
     except USER_ERRORS as e:

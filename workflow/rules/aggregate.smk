@@ -20,7 +20,7 @@ rule summary:
     benchmark:
         benchmark_file("summary")
     conda:
-        "../../envs/grpo-budget.yaml"
+        CPU_ENV
     shell:
         "grpo-budget aggregate summary --listing {input.listing:q} --settings {params.settings:q}"
         " --out {output.csv:q} {output.md:q} {output.seeds:q} {output.html:q} > {log:q} 2>&1"
@@ -45,7 +45,7 @@ rule table:
     benchmark:
         benchmark_file("table")
     conda:
-        "../../envs/grpo-budget.yaml"
+        CPU_ENV
     shell:
         "grpo-budget aggregate {wildcards.name} --listing {input.listing:q} --settings {params.settings:q}"
         " --out {output.csv:q} {output.md:q} {output.html:q} > {log:q} 2>&1"
@@ -69,7 +69,7 @@ rule figure:
     benchmark:
         benchmark_file("figure")
     conda:
-        "../../envs/grpo-budget.yaml"
+        CPU_ENV
     shell:
         "grpo-budget aggregate {wildcards.name} --listing {input.listing:q} --settings {params.settings:q}"
         " --out {output.png:q} {output.pdf:q} > {log:q} 2>&1"

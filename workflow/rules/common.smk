@@ -10,12 +10,14 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
 from grpo_budget.aggregate.run import OUTPUTS, caption, names
-from grpo_budget.cluster import cost
+from grpo_budget.cluster import cost, memory
 from grpo_budget.cluster.rules import RULES, job_pattern, log_folder
 from grpo_budget.cluster.work import write_jobs
 from grpo_budget.experiment import config as grpo_config
 from grpo_budget.experiment import plan
+from grpo_budget.errors import UserError
 from grpo_budget.experiment.schema import ConfigError
+from grpo_budget.hub import fetched, hub_id_of, store_pattern
 from grpo_budget.select.policies import arm_names, policy_of
 
 min_version("9.0")
@@ -28,6 +30,10 @@ try:
     grpo_config.validate(config)  # fills in defaults; refuses a bad config before any job starts
 except ConfigError as e:
     raise WorkflowError(f"invalid configuration: {e}") from None
+try:
+    memory.check_config(config)  # device cuda: every GPU job fits its card (`grpo-budget plan` prints the plan)
+except UserError as e:
+    raise WorkflowError(f"memory plan: {e}") from None
 
 P = plan.config_paths(config)  # with a `sweep:`, training and evaluation outputs have a {variant} level
 LISTING = plan.write_listing(config)  # the aggregate jobs read the run listing from this file
@@ -79,8 +85,15 @@ def get_model_path(wildcards):
 
 
 def get_model_input(wildcards):
-    """The bootstrapped model folder as an input (a hub id or an existing path is not a rule's output)."""
-    return [P.model.format(model=wildcards.model)] if "bootstrap" in config["models"][wildcards.model] else []
+    """The bootstrapped or fetched model folder as an input (a hub id or an existing path is not a rule's output)."""
+    if "bootstrap" in config["models"][wildcards.model] or fetched(config, wildcards.model):
+        return [plan.model_path(config, wildcards.model)]
+    return []
+
+
+# GPU rules run in the GPU environment under --sdm conda (the CPU one on device cpu).
+GPU_ENV = "../../envs/grpo-budget-gpu.yaml" if config["device"] == "cuda" else "../../envs/grpo-budget.yaml"
+CPU_ENV = "../../envs/grpo-budget.yaml"
 
 
 def get_group_size_arg(wildcards):
@@ -108,11 +121,15 @@ def get_adaptive_cuts_arg(wildcards):
 
 
 def get_generation_settings(section):
-    return lambda wc: as_json(plan.generation_settings(config, section, wc.model, getattr(wc, "evalset", None)))
+    """A generating job's settings, with the device, dtype and the memory plan's vLLM context length."""
+    return lambda wc: as_json(memory.job_generation(
+        config, wc.model, plan.generation_settings(config, section, wc.model, getattr(wc, "evalset", None))))
 
 
 def get_training_settings(wildcards):
-    return as_json(plan.training_settings(config, wildcards.model, getattr(wildcards, "variant", None)))
+    """A training job's settings, with the device, dtype and the memory plan's choices in place of `auto`."""
+    return as_json(memory.job_training(
+        config, wildcards.model, plan.training_settings(config, wildcards.model, getattr(wildcards, "variant", None))))
 
 
 def get_final_only(wildcards):

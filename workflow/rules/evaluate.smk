@@ -21,7 +21,7 @@ rule evaluate_base:
     benchmark:
         benchmark_file("evaluate_base")
     conda:
-        "../../envs/grpo-budget.yaml"
+        GPU_ENV
     shell:
         "grpo-budget --threads {threads} evaluate --model {params.model:q} --test {input.test:q}"
         " --settings {params.settings:q} --dataset {params.dataset:q} --out {output:q}"
@@ -50,7 +50,7 @@ rule evaluate:
     benchmark:
         benchmark_file("evaluate")
     conda:
-        "../../envs/grpo-budget.yaml"
+        GPU_ENV
     shell:
         "grpo-budget --threads {threads} evaluate --model {params.model:q} --test {input.test:q}"
         " --manifest {input.manifest:q} {params.final_only} --settings {params.settings:q} --dataset {params.dataset:q}"

@@ -22,7 +22,7 @@ rule score:
     benchmark:
         benchmark_file("score")
     conda:
-        "../../envs/grpo-budget.yaml"
+        GPU_ENV
     shell:
         "grpo-budget --threads {threads} score --model {params.model:q} --pool {input.pool:q}"
         " --settings {params.settings:q} --dataset {params.dataset:q}{params.cuts} --out {output:q}"
@@ -49,7 +49,7 @@ rule verify:
     benchmark:
         benchmark_file("verify")
     conda:
-        "../../envs/grpo-budget.yaml"
+        GPU_ENV
     shell:
         "grpo-budget --threads {threads} verify --model {params.model:q} --subsets {input.subsets:q}"
         " --settings {params.settings:q} --dataset {params.dataset:q} --out {output:q} > {log:q} 2>&1"

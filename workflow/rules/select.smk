@@ -17,7 +17,7 @@ rule select:
     benchmark:
         benchmark_file("select")
     conda:
-        "../../envs/grpo-budget.yaml"
+        CPU_ENV
     shell:
         "grpo-budget select --scores {input:q} --policy {wildcards.policy} --budget {wildcards.budget}"
         " --seed {wildcards.seed} --rounding {params.rounding} --tiers {params.tiers:q}"

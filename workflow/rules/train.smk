@@ -23,7 +23,7 @@ rule train:
     benchmark:
         benchmark_file("train")
     conda:
-        "../../envs/grpo-budget.yaml"
+        GPU_ENV
     shell:
         "grpo-budget --threads {threads} train --subset {input.subset:q} --model {params.model:q}"
         " --checkpoints {params.checkpoints:q} --settings {params.settings:q} --dataset {params.dataset:q}"
@@ -45,7 +45,7 @@ rule bootstrap_model:
     benchmark:
         benchmark_file("bootstrap_model")
     conda:
-        "../../envs/grpo-budget.yaml"
+        CPU_ENV
     shell:
         "grpo-budget --threads {threads} bootstrap-model --dataset {params.dataset:q} --settings {params.settings:q}"
         " --exclude {input.exclude:q} --out {output:q} > {log:q} 2>&1"

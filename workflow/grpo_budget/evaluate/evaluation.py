@@ -23,7 +23,7 @@ def evaluate(model: str, test_path: str, out_path: str, g: Generation, dataset: 
         targets = [(c["step"], c["path"]) for c in read_json(manifest_path)["checkpoints"]]
         if final_only:
             targets = targets[-1:]
-    gen = from_settings(model, g)
+    gen = from_settings(model, g, adapters=manifest_path is not None)
     sampling = Sampling.of(g)
     frames = []
     for step, adapter in targets:

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 from grpo_budget.errors import UserError
 from grpo_budget.experiment import sweep
+from grpo_budget.hub import fetched, store_folder
 from grpo_budget.io import read_json, write_text
 from grpo_budget.select.policies import fixed_size
 from grpo_budget.select.sources import SOURCES, split_arm
@@ -338,9 +339,12 @@ def files_read(lst: Listing, reads: frozenset[str]) -> list[str]:
 
 
 def model_path(config: dict, model: str) -> str:
-    """Where a model is loaded from: the bootstrapped folder, or the configured hub id / path."""
+    """Where a model is loaded from: the bootstrapped folder, a hub model's fetched copy in ``model_store``, or the
+    configured hub id / path."""
     spec = config["models"][model]
-    return paths(config["results"]).model.format(model=model) if "bootstrap" in spec else spec["path"]
+    if "bootstrap" in spec:
+        return paths(config["results"]).model.format(model=model)
+    return store_folder(config["model_store"], spec["path"]) if fetched(config, model) else spec["path"]
 
 
 def adaptive_cuts(config: dict) -> dict | None:

@@ -12,6 +12,10 @@ from typing import Any
 
 from grpo_budget.experiment import schema
 
+# What a job's settings carry besides its config section: the model's properties and the config's device, and the
+# memory plan's vLLM context length (training on cuda).
+JOB_EXTRAS = ("chat_template_kwargs", "dtype", "device", "vllm_max_model_length")
+
 
 def _build(cls, pointer: tuple[str, ...], values: dict | None, **extra: Any):
     full = schema.fill(pointer, values or {})
@@ -51,21 +55,24 @@ class Training:
     loss_type: str
     scale_rewards: str
     bf16: bool
-    gradient_checkpointing: bool
+    gradient_checkpointing: bool | str  # "auto": the memory plan decides (grpo_budget.cluster.memory)
     use_vllm: bool
     vllm_mode: str
-    vllm_gpu_memory_utilization: float
+    vllm_gpu_memory_utilization: float | str  # "auto": the memory plan's share
     report_to: str  # none | tensorboard | wandb: a logging sink, not a training knob (not in the fingerprint)
     lora: Lora
     chat_template_kwargs: dict | None = None  # a property of the model, not a training knob
     epochs: float | None = None  # None: train max_steps steps (see grpo_budget.train.schedule)
     checkpoints: int | None = None
+    dtype: str = "auto"  # the model's (models.NAME.dtype)
+    device: str | None = None  # the config's (cuda requires a usable GPU); None: what the machine has (library use)
+    vllm_max_model_length: int | None = None  # the memory plan's (prompt + completion), on cuda
 
     @classmethod
     def from_dict(cls, values: dict | None) -> "Training":
-        full = schema.fill(("training",), {k: v for k, v in (values or {}).items() if k != "chat_template_kwargs"})
-        return cls(**{**full, "lora": Lora(**full["lora"])},
-                   chat_template_kwargs=(values or {}).get("chat_template_kwargs"))
+        values = values or {}
+        full = schema.fill(("training",), {k: v for k, v in values.items() if k not in JOB_EXTRAS})
+        return cls(**{**full, "lora": Lora(**full["lora"])}, **{k: values[k] for k in JOB_EXTRAS if k in values})
 
 
 @dataclass(frozen=True)
@@ -83,19 +90,22 @@ class Generation:
     backend_kwargs: dict
     max_lora_rank: int
     chat_template_kwargs: dict | None = None
+    dtype: str = "auto"  # the model's (models.NAME.dtype)
+    device: str | None = None  # the config's (cuda requires a usable GPU); None: what the machine has (library use)
 
     @classmethod
     def from_dict(cls, values: dict, section: str = "scoring") -> "Generation":
         """``values``: a job's settings; what is missing comes from the schema's ``section`` and top level."""
         values = dict(values)
         top = {k: values.pop(k) for k in ("backend", "backend_kwargs") if k in values}
-        extra = {k: values.pop(k) for k in ("max_lora_rank", "chat_template_kwargs") if k in values}
+        extra = {k: values.pop(k) for k in ("max_lora_rank", *JOB_EXTRAS) if k in values}
         section_values = schema.fill((section,), values)
         top = schema.fill_top(top, ("backend", "backend_kwargs"))
         if "max_lora_rank" not in extra:
             extra["max_lora_rank"] = schema.fill(("training",), {})["lora"]["r"]
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in section_values.items() if k in names}, **top, **extra)
+        return cls(**{k: v for k, v in section_values.items() if k in names}, **top,
+                   **{k: v for k, v in extra.items() if k in names})
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,18 @@ class Cost:
     @classmethod
     def from_dict(cls, values: dict | None) -> "Cost":
         return _build(cls, ("cost",), values)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """The config's ``gpu`` section: the card the memory plan sizes GPU jobs for."""
+
+    memory_gib: float
+    max_prompt_tokens: int
+
+    @classmethod
+    def from_dict(cls, values: dict | None) -> "Gpu":
+        return _build(cls, ("gpu",), values)
 
 
 @dataclass(frozen=True)
@@ -171,6 +193,6 @@ class Adaptive:
 
 
 # Settings class -> its schema section, for the test that they agree.
-SECTIONS = {Training: ("training",), Lora: ("training", "lora"), Analysis: ("analysis",), Cost: ("cost",),
+SECTIONS = {Training: ("training",), Lora: ("training", "lora"), Analysis: ("analysis",), Cost: ("cost",), Gpu: ("gpu",),
             Adaptive: ("scoring", "adaptive"),
             Bootstrap: schema.BOOTSTRAP}

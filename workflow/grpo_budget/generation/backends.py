@@ -8,6 +8,7 @@ per prompt, ``n`` completions with their token counts, so every table downstream
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -16,9 +17,12 @@ from typing import Any
 
 from tqdm import tqdm
 
+from grpo_budget import device as devices
 from grpo_budget.errors import UserError
 from grpo_budget.experiment.settings import Generation
 from grpo_budget.generation import prompts as P
+
+log = logging.getLogger(__name__)
 
 BACKENDS = ("transformers", "vllm")
 
@@ -174,26 +178,35 @@ class VLLMGenerator(Generator):
     request seeded by (``sampling.seed``, its key): an item's samples do not depend on what else is in the call."""
 
     def __init__(self, model: str, template_kwargs: dict | None, max_lora_rank: int,
-                 enable_lora: bool = True, **engine_kwargs: Any):
+                 enable_lora: bool = True, dtype: str = "auto", device: str | None = None, **engine_kwargs: Any):
         LLM = _vllm_llm()
         self.tokenizer = load_tokenizer(model)
         self.template_kwargs = template_kwargs or {}
         self.adapter_ids: dict[str, int] = {}
-        if default_device() != "cuda":
+        self.enable_lora = enable_lora
+        on_gpu = devices.resolve(device) == "cuda"
+        if not on_gpu:
             _cpu_engine_env()
-        self.llm = LLM(model=model, **vllm_engine_kwargs(enable_lora, max_lora_rank, engine_kwargs))
+        kwargs = vllm_engine_kwargs(enable_lora, max_lora_rank, engine_kwargs, on_gpu, dtype)
+        log.info("vLLM engine for %s: %s", model, kwargs)
+        self.llm = LLM(model=model, **kwargs)
+        self.max_model_len = self.llm.llm_engine.model_config.max_model_len
 
     def generate(self, prompts: Sequence[P.Prompt], sampling: Sampling, adapter: str | None = None,
                  keys: Sequence[str] | None = None) -> list[list[Completion]]:
         from vllm import SamplingParams, TokensPrompt
         from vllm.lora.request import LoRARequest
 
-        requests = [TokensPrompt(prompt_token_ids=ids) for ids in self.prompt_ids(prompts)]
+        ids = self.prompt_ids(prompts)
+        check_lengths(ids, sampling.max_new_tokens, self.max_model_len, keys)
+        requests = [TokensPrompt(prompt_token_ids=x) for x in ids]
         model_top_k = self.llm.get_default_sampling_params().top_k if sampling.top_k is None else None
         kwargs = vllm_sampling_kwargs(sampling, model_top_k)
         params = [SamplingParams(**dict(kwargs, seed=seed)) for seed in request_seeds(sampling.seed, keys, len(prompts))]
         lora = None
         if adapter:
+            if not self.enable_lora:
+                raise ValueError("this engine was built without LoRA (make_generator(..., adapters=True) loads them)")
             lora_id = self.adapter_ids.setdefault(adapter, len(self.adapter_ids) + 1)
             lora = LoRARequest(f"adapter-{lora_id}", lora_id, adapter)
         outputs = self.llm.generate(requests, params, lora_request=lora, use_tqdm=True)
@@ -249,9 +262,22 @@ def _cpu_engine_env() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
 
 
-def vllm_engine_kwargs(enable_lora: bool, max_lora_rank: int, extra: dict, on_gpu: bool | None = None) -> dict:
-    """``LLM(...)`` arguments: LoRA enabled with a rank bound that fits the adapters; on a machine without CUDA the
-    CPU defaults (``CPU_ENGINE_DEFAULTS``, the KV cache left out when ``extra`` sizes memory itself); ``extra`` wins."""
+def check_lengths(ids: Sequence[list[int]], max_new_tokens: int, max_model_len: int,
+                  keys: Sequence[str] | None = None) -> None:
+    """Refuse a prompt whose completion would not fit the engine's context: vLLM would cut it short silently."""
+    for i, x in enumerate(ids):
+        if len(x) + max_new_tokens > max_model_len:
+            name = keys[i] if keys is not None else f"prompt {i}"
+            raise UserError(f"{name}: its prompt has {len(x)} tokens, and with max_new_tokens {max_new_tokens} needs "
+                            f"{len(x) + max_new_tokens} > the engine's max_model_len {max_model_len}: raise "
+                            "gpu.max_prompt_tokens (the memory plan then re-checks the card) or shorten the prompt")
+
+
+def vllm_engine_kwargs(enable_lora: bool, max_lora_rank: int, extra: dict, on_gpu: bool | None = None,
+                       dtype: str = "auto") -> dict:
+    """``LLM(...)`` arguments: LoRA enabled (with a rank bound that fits the adapters) only for jobs that load
+    adapters; on a machine without CUDA the CPU defaults (``CPU_ENGINE_DEFAULTS``, the KV cache left out when
+    ``extra`` sizes memory itself); the model's ``dtype`` unless auto; ``extra`` wins."""
     kwargs: dict = {"seed": 0}
     if enable_lora:
         kwargs.update(enable_lora=True, max_lora_rank=lora_rank_slot(max_lora_rank), max_loras=1)
@@ -260,6 +286,8 @@ def vllm_engine_kwargs(enable_lora: bool, max_lora_rank: int, extra: dict, on_gp
         if "gpu_memory_utilization" in extra:
             cpu.pop("kv_cache_memory_bytes")
         kwargs.update(cpu)
+    if dtype != "auto":
+        kwargs["dtype"] = dtype
     kwargs.update(extra)
     return kwargs
 
@@ -308,24 +336,28 @@ def parse_vllm_output(request_output: Any) -> list[Completion]:
 
 def make_generator(backend: str, model: str, *, device: str | None = None,
                    batch_size: int = 64, template_kwargs: dict | None = None, dtype: str = "auto",
-                   progress: bool = True, **backend_kwargs: Any) -> Generator:
-    """The configured backend for a model (hub id or local folder); adapters are chosen per ``generate`` call."""
+                   progress: bool = True, adapters: bool = True, **backend_kwargs: Any) -> Generator:
+    """The configured backend for a model (hub id or local folder); adapters are chosen per ``generate`` call
+    (vLLM enables LoRA only with ``adapters``). ``device``: cuda (refused when unusable), cpu, or None (what
+    there is)."""
     if backend == "vllm":
         _vllm_llm()  # a missing vLLM is the first thing to say
-        return VLLMGenerator(model, template_kwargs, **backend_kwargs)
+        return VLLMGenerator(model, template_kwargs, enable_lora=adapters, dtype=dtype, device=device,
+                             **backend_kwargs)
     if backend != "transformers":
         raise ValueError(f"unknown generation backend {backend!r}; allowed: {', '.join(BACKENDS)}")
     backend_kwargs.pop("max_lora_rank", None)
     if backend_kwargs:
         raise ValueError(f"options not understood by the transformers backend: {', '.join(backend_kwargs)}")
-    device = device or default_device()
+    device = devices.resolve(device)
     return TransformersGenerator(load_model(model, None, device, dtype), load_tokenizer(model), batch_size,
                                  template_kwargs, progress, model_path=model, dtype=dtype)
 
 
-def from_settings(model: str, g: Generation) -> Generator:
-    """The generator a scoring or evaluation job's settings ask for."""
-    return make_generator(g.backend, model, batch_size=g.batch_size, template_kwargs=g.chat_template_kwargs,
+def from_settings(model: str, g: Generation, adapters: bool = False) -> Generator:
+    """The generator a scoring or evaluation job's settings ask for (``adapters``: it loads LoRA adapters)."""
+    return make_generator(g.backend, model, device=g.device, batch_size=g.batch_size,
+                          template_kwargs=g.chat_template_kwargs, dtype=g.dtype, adapters=adapters,
                           **{"max_lora_rank": g.max_lora_rank, **g.backend_kwargs})
 
 

@@ -28,7 +28,11 @@ def trajectory_settings(t: Training) -> dict:
         dropped -= {"epochs"} if t.epochs is not None else {"max_steps"}
     # Memory knobs change how a step is computed, not what it computes: lowering them after an out-of-memory
     # failure must resume, not retrain.
-    dropped |= {"gradient_checkpointing", "vllm_gpu_memory_utilization"}
+    dropped |= {"gradient_checkpointing", "vllm_gpu_memory_utilization", "vllm_max_model_length"}
+    # Where a run trains changes rounding, not the experiment: a run moved between machines resumes.
+    dropped |= {"device"}
+    if t.dtype == "auto":  # unset, as before the field existed: the fingerprint stays
+        dropped |= {"dtype"}
     # Where the steps are also logged (TensorBoard, W&B) changes nothing they compute.
     dropped |= {"report_to"}
     if t.lora.layers is None:  # unset, as before the field existed: the fingerprint stays

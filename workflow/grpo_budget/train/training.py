@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from grpo_budget import device as devices
 from grpo_budget.errors import UserError
 from grpo_budget.experiment import schema
 from grpo_budget.experiment.settings import Training
@@ -36,10 +37,8 @@ SUBSET_COLUMNS = ["prompt", "answer", "answer_type"]  # all that training reads 
 def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, log_out: str | Path,
           manifest_out: str | Path, t: Training, dataset: dict, seed: int) -> dict:
     """Run (or resume) GRPO on a subset; write the trainer log and a manifest of checkpoints."""
-    import torch
-
     checkpoint_dir = Path(checkpoint_dir)
-    on_gpu = torch.cuda.is_available()
+    on_gpu = devices.resolve(t.device) == "cuda"
     subset = read_parquet(subset_path)
     subset = attach_answers(subset, dataset, str(subset_path))
     labels = labels_bought(subset)
@@ -89,7 +88,6 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
          subset_path: str | Path, planned: list[int]) -> tuple[list[dict], int]:
     """Train from ``resume`` (or from scratch) to ``args.max_steps``, saving checkpoints at the ``planned`` steps
     and keeping the final adapter as a checkpoint; returns the trainer log and the final step."""
-    import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
     from trl import GRPOTrainer
@@ -104,8 +102,7 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
     )
     grader = schema.fill(("datasets", "*", "grading"), dataset.get("grading", {}))
     reward = grading.make_reward_function(str(subset["answer_type"].iloc[0]), grader["mode"], grader["pattern"])
-    dtype = torch.bfloat16 if args.bf16 else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=load_dtype(t.dtype, args.bf16))
     targets, layers = resolve_lora_targets(model, t.lora.target_modules, t.lora.layers)
     check_lora_targets(model, targets)
     run_dir = Path(args.output_dir).parent  # the checkpoints folder's parent: the run's folder
@@ -146,6 +143,16 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
     return trainer.state.log_history, final_step
 
 
+def load_dtype(dtype: str, bf16: bool):
+    """The dtype the policy is loaded in: the model's (``models.NAME.dtype``), or with ``auto`` bfloat16 where
+    training runs in bf16 and float32 otherwise (CPU)."""
+    import torch
+
+    if dtype == "auto":
+        return torch.bfloat16 if bf16 else torch.float32
+    return getattr(torch, dtype)
+
+
 def check_trainable(n_items: int, args, t: Training, subset_path: str | Path) -> None:
     """Refuse settings that could not train a single step, before any model is loaded."""
     need = prompts_per_generation(args)
@@ -168,9 +175,15 @@ def grpo_config(t: Training, out_dir: Path, seed: int, on_gpu: bool, n_items: in
 
     per_device = int(t.prompts_per_step) * int(t.num_generations) // int(t.gradient_accumulation_steps)
     # Always passed: TRL's GRPOConfig turns checkpointing on by default, which would ignore a configured false.
-    extra = {"gradient_checkpointing": bool(t.gradient_checkpointing)}
+    # "auto" unresolved (the workflow resolves it from the memory plan on cuda) is off on the CPU, on on a GPU.
+    checkpointing = t.gradient_checkpointing
+    extra = {"gradient_checkpointing": on_gpu if checkpointing == "auto" else bool(checkpointing)}
     if on_gpu and t.use_vllm:
-        extra.update(use_vllm=True, vllm_mode=t.vllm_mode, vllm_gpu_memory_utilization=t.vllm_gpu_memory_utilization)
+        if t.vllm_gpu_memory_utilization == "auto":
+            raise UserError("training.vllm_gpu_memory_utilization is auto, but this job was given no memory plan: "
+                            "run it through the workflow, or set a share (0-1)")
+        extra.update(use_vllm=True, vllm_mode=t.vllm_mode, vllm_gpu_memory_utilization=t.vllm_gpu_memory_utilization,
+                     vllm_max_model_length=t.vllm_max_model_length)
     args = GRPOConfig(
         output_dir=str(out_dir),
         per_device_train_batch_size=per_device,
@@ -195,7 +208,8 @@ def grpo_config(t: Training, out_dir: Path, seed: int, on_gpu: bool, n_items: in
         scale_rewards=t.scale_rewards,
         chat_template_kwargs=t.chat_template_kwargs or None,
         use_cpu=not on_gpu,
-        bf16=bool(on_gpu and t.bf16),
+        bf16=bool(on_gpu and t.bf16 and t.dtype in ("auto", "bfloat16")),
+        fp16=bool(on_gpu and t.dtype == "float16"),
         seed=seed,
         data_seed=seed,
         report_to=t.report_to,

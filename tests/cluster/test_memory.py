@@ -1,0 +1,131 @@
+"""The memory plan: shapes and parameter counts of the paper models, and what fits on which card."""
+
+import json
+
+import pytest
+
+from grpo_budget.cluster import shapes
+from grpo_budget.cluster.shapes import BUNDLED, Shape
+from grpo_budget.errors import UserError
+from grpo_budget.hub import folder_name
+
+# Published totals (model cards: Qwen3 "Number of Parameters: 4.0B / 14.8B", Qwen2.5 "0.49B / 1.54B / 3.09B",
+# Llama 3.1 "8B" = 8.03B on its card, phi-4 "14B" = 14.7B in its technical report).
+PUBLISHED_B = {"Qwen--Qwen3-4B": 4.0, "Qwen--Qwen3-14B": 14.8, "microsoft--phi-4": 14.7,
+               "meta-llama--Llama-3.1-8B-Instruct": 8.03, "Qwen--Qwen2.5-0.5B-Instruct": 0.49,
+               "Qwen--Qwen2.5-1.5B-Instruct": 1.54, "Qwen--Qwen2.5-3B-Instruct": 3.09}
+
+
+def meta_model(config: dict):
+    """The model transformers builds from ``config``, on the meta device (no memory for its weights)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    c = dict(config)
+    cfg = AutoConfig.for_model(c.pop("model_type"), **{k: v for k, v in c.items() if k != "architectures"})
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(cfg)
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_B))
+def test_parameter_count_matches_a_model_built_from_the_same_config(name):
+    config = json.loads((BUNDLED / f"{name}.json").read_text())
+    model = meta_model(config)
+    shape = Shape.from_config(config)
+    assert shape.parameters() == sum(p.numel() for p in model.parameters())
+    assert shape.parameters() / 1e9 == pytest.approx(PUBLISHED_B[name], rel=0.01)
+    linears = {n.rsplit(".", 1)[-1]: (m.in_features, m.out_features) for n, m in model.named_modules()
+               if n.startswith("model.layers.0.") and hasattr(m, "in_features")}
+    if "qkv_proj" in linears:  # Phi-3: fused; LoRA's parameter count on the parts is at least the fused one's
+        fused = sum(a + b for a, b in linears.values())
+        assert shape.lora_parameters(1, "all-linear", layers=1) >= fused
+    else:
+        assert linears == shape.linears()
+
+
+def test_every_paper_model_has_its_config_bundled():
+    from grpo_budget.experiment.config import load
+
+    for cfg in ("hard-examples", "difficulty-limits", "sweep-group-kl", "sweep-lora-targets"):
+        for spec in load(f"configs/{cfg}.yaml")["models"].values():
+            assert shapes.find_config(spec["path"], None) == BUNDLED / f"{folder_name(spec['path'])}.json"
+
+
+def test_a_local_folder_wins_over_the_bundled_copy(tmp_path):
+    config = json.loads((BUNDLED / "Qwen--Qwen3-4B.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(dict(config, num_hidden_layers=2)))
+    assert shapes.load_shape(str(tmp_path)).layers == 2
+    store = tmp_path / "store"
+    (store / "Qwen--Qwen3-4B").mkdir(parents=True)
+    (store / "Qwen--Qwen3-4B" / "config.json").write_text(json.dumps(dict(config, num_hidden_layers=3)))
+    assert shapes.load_shape("Qwen/Qwen3-4B", str(store)).layers == 3
+    assert shapes.load_shape("Qwen/Qwen3-4B").layers == 36
+    assert shapes.load_shape("nobody/unknown-model") is None
+
+
+def test_lora_parameters_by_group():
+    s = Shape.from_config(json.loads((BUNDLED / "meta-llama--Llama-3.1-8B-Instruct.json").read_text()))
+    attention = 16 * ((4096 + 4096) * 2 + (4096 + 1024) * 2) * 32
+    assert s.lora_parameters(16, "attention") == attention
+    assert s.lora_parameters(16, ["q_proj"]) == 16 * 8192 * 32
+    assert s.lora_parameters(16, "all-linear") == attention + 16 * (4096 + 14336) * 3 * 32
+    assert s.kv_bytes_per_token(2) == 2 * 32 * 1024 * 2  # 128 KiB per token in bf16
+
+
+def paper_config(**changes):
+    from grpo_budget.experiment.config import load
+
+    cfg = load("configs/hard-examples.yaml")
+    for section, values in changes.items():
+        cfg[section] = dict(cfg[section], **values) if isinstance(values, dict) else values
+    return cfg
+
+
+def by_rule(budgets, model, rule):
+    return next(b for b in budgets if (b.model, b.rule) == (model, rule))
+
+
+def test_colocated_vllm_at_0_3_of_80gb_cannot_hold_a_14b_copy():
+    """Item 1 of the issue: 0.3 x 80 GiB = 24 GiB < Qwen3-14B's 27.5 GiB of bf16 weights."""
+    from grpo_budget.cluster import memory
+
+    b = by_rule(memory.budgets(paper_config(training={"vllm_gpu_memory_utilization": 0.3})), "qwen3-14b", "train")
+    assert not b.fits and "vLLM would not start" in b.problem
+    assert b.parts["vLLM weights"] / memory.GIB == pytest.approx(27.5, abs=0.1)
+    with pytest.raises(UserError, match="model qwen3-14b, rule train: .*raise training.vllm_gpu_memory_utilization"):
+        memory.check(memory.budgets(paper_config(training={"vllm_gpu_memory_utilization": 0.3})))
+
+
+def test_auto_settings_fit_every_paper_job_on_80gb_and_give_vllm_a_bounded_context():
+    """Item 2: vLLM's context is prompt + completion (Llama-3.1's own 131,072 would need 16 GiB of KV cache)."""
+    from grpo_budget.cluster import memory
+
+    cfg = paper_config()
+    budgets = memory.check_config(cfg)
+    assert len(budgets) == 16 and all(b.fits for b in budgets)
+    llama = by_rule(budgets, "llama-3.1-8b", "train")
+    assert llama.settings["vllm_max_model_length"] == 1024 + 250
+    assert 131072 * Shape.from_config(json.loads((BUNDLED / "meta-llama--Llama-3.1-8B-Instruct.json").read_text())
+                                      ).kv_bytes_per_token(2) == 16 * memory.GIB
+    big = by_rule(budgets, "qwen3-14b", "train")
+    assert big.settings["gradient_checkpointing"] is True  # 93 GiB of activations without it
+    assert by_rule(budgets, "qwen3-4b", "train").settings["gradient_checkpointing"] is False  # fits: faster
+    s = memory.job_training(cfg, "qwen3-14b", {**cfg["training"]})
+    assert s["vllm_gpu_memory_utilization"] == big.settings["vllm_gpu_memory_utilization"] and s["device"] == "cuda"
+
+
+def test_too_large_micro_batches_are_refused_with_what_to_change():
+    from grpo_budget.cluster import memory
+
+    cfg = paper_config(training={"prompts_per_step": 16})  # 128 completions in one micro-batch
+    with pytest.raises(UserError, match="raise training.gradient_accumulation_steps"):
+        memory.check_config(cfg)
+
+
+def test_cpu_configs_have_no_memory_plan_and_unknown_models_are_refused_on_cuda():
+    from grpo_budget.cluster import memory
+
+    assert memory.check_config(paper_config(device="cpu")) == []
+    cfg = paper_config(models={"mystery": {"path": "nobody/mystery-7b", "dtype": "auto", "size_b": 7, "train": True}})
+    with pytest.raises(UserError, match="models mystery: no config.json.*grpo-budget fetch-models"):
+        memory.check_config(cfg)

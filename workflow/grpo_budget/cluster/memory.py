@@ -1,0 +1,281 @@
+"""The memory plan: the GPU memory of every GPU job (weights, LoRA and optimizer state, activations, vLLM's copy and
+KV cache) on the configured card, the job settings that fit, or a one-line refusal before any job is submitted.
+
+Estimates, not measurements (``perf/gpu-check.sh`` measures them on a GPU): activations count the tensors a decoder
+layer keeps for its backward pass in the training dtype (SDPA/flash attention, so no seq x seq scores); vLLM's
+overhead is its profiling run (TRL's ``max_num_batched_tokens`` 4096) plus the sampler's logits and a fixed reserve
+for CUDA graphs; every process also holds a CUDA context.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from grpo_budget.cluster.shapes import Shape, dtype_bytes, load_shape
+from grpo_budget.errors import UserError
+from grpo_budget.experiment import plan, sweep
+from grpo_budget.experiment.settings import Generation, Gpu, Training
+
+GIB = 2**30
+CONTEXT = 1.0 * GIB  # CUDA context, cuBLAS workspace and allocator slack of one process
+VLLM_RESERVE = 1.0 * GIB  # vLLM's CUDA graphs and non-torch allocations
+VLLM_PROFILE_TOKENS = 4096  # TRL's colocate engine: max_num_batched_tokens
+VLLM_DEFAULT_UTILIZATION = 0.9  # vLLM's gpu_memory_utilization default (scoring and evaluation engines)
+LORA_STATE_BYTES = 16  # per LoRA weight: fp32 value, fp32 gradient, Adam's two fp32 moments
+UTILIZATION_STEP = 0.01
+AUTO_HEADROOM = 0.9  # auto leaves checkpointing off only with a tenth of the card to spare (the plan is an estimate)
+
+
+@dataclass
+class Budget:
+    """One job's GPU memory (bytes) by part, and the settings the plan chose for it."""
+
+    model: str
+    rule: str
+    card: float
+    parts: dict[str, float] = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+    note: str = ""
+    problem: str = ""  # why the job cannot start whatever the total (vLLM without room for one sequence)
+
+    @property
+    def total(self) -> float:
+        return sum(self.parts.values())
+
+    @property
+    def fits(self) -> bool:
+        return self.total <= self.card and not self.problem
+
+    def line(self) -> str:
+        parts = ", ".join(f"{k} {v / GIB:.1f}" for k, v in self.parts.items() if v)
+        chosen = ", ".join(f"{k}={v}" for k, v in self.settings.items())
+        verdict = "fits" if self.fits else f"DOES NOT FIT: {self.shortfall()}"
+        return (f"{self.model:<16} {self.rule:<14} {self.total / GIB:6.1f} of {self.card / GIB:.0f} GiB  {verdict}"
+                f"  ({parts}){'; ' + chosen if chosen else ''}{'; ' + self.note if self.note else ''}")
+
+    def refusal(self) -> str:
+        parts = ", ".join(f"{k} {v / GIB:.1f}" for k, v in self.parts.items() if v)
+        return (f"model {self.model}, rule {self.rule}: needs {self.total / GIB:.1f} GiB of GPU memory ({parts}) on a "
+                f"{self.card / GIB:.0f} GiB card (gpu.memory_gib): {self.shortfall()}"
+                f"{'; ' + self.note if self.note else ''}")
+
+    def shortfall(self) -> str:
+        return self.problem or f"{(self.total - self.card) / GIB:.1f} GiB missing"
+
+
+def activations(shape: Shape, tokens: int, completion_tokens: int, b: int, checkpointing: bool) -> float:
+    """Bytes a training micro-batch keeps for its backward pass: per layer and token the norms' inputs and outputs,
+    q, k, v (before and after RoPE), the attention output, and the MLP's gate, up, activation and product -- or,
+    with gradient checkpointing, each layer's input plus one layer recomputed; and the completion tokens' logits
+    (bf16 and their float32 log-softmax)."""
+    h, q, kv, i = shape.hidden, shape.q_width, shape.kv_width, shape.intermediate
+    per_layer = tokens * b * (6 * h + 3 * q + 4 * kv + 4 * i)
+    kept = tokens * b * h * shape.layers + per_layer if checkpointing else per_layer * shape.layers
+    logits = completion_tokens * shape.vocab * (2 * b + 4)
+    return kept + logits
+
+
+def vllm_engine(shape: Shape, b: int, max_num_seqs: int, max_lora_rank: int = 0) -> dict[str, float]:
+    """vLLM's memory besides its KV cache: its copy of the weights, its profiling activations, the sampler's
+    float32 logits for every sequence, CUDA graphs, and one LoRA slot at ``max_lora_rank`` when adapters load."""
+    profile = VLLM_PROFILE_TOKENS * b * (4 * shape.hidden + 2 * shape.intermediate)
+    parts = {"vLLM weights": shape.parameters() * b,
+             "vLLM overhead": profile + max_num_seqs * shape.vocab * 4 + VLLM_RESERVE}
+    if max_lora_rank:
+        parts["vLLM LoRA slot"] = shape.lora_parameters(max_lora_rank, "all-linear") * b
+    return parts
+
+
+def plan_train(name: str, shape: Shape, t: Training, gpu: Gpu, dtype: str, on_vllm: bool) -> Budget:
+    """The training job: the policy's weights, LoRA state, activations of one micro-batch and, with TRL's colocate
+    vLLM, its engine and KV cache. ``auto`` settings take the smallest memory that holds a whole generation batch:
+    checkpointing off where its activations fit, vLLM's share just large enough for every sequence of a step."""
+    card = gpu.memory_gib * GIB
+    b = dtype_bytes(dtype, shape)
+    per_device = t.prompts_per_step * t.num_generations // t.gradient_accumulation_steps
+    seq = gpu.max_prompt_tokens + t.max_completion_length
+    lora = shape.lora_parameters(t.lora.r, t.lora.target_modules,
+                                 None if t.lora.layers is None else t.lora.layers[1] - t.lora.layers[0] + 1)
+    fixed = {"weights": shape.parameters() * b, "LoRA+Adam": lora * LORA_STATE_BYTES, "CUDA context": CONTEXT}
+
+    def acts(checkpointing: bool) -> float:
+        return activations(shape, per_device * seq, per_device * t.max_completion_length, b, checkpointing)
+
+    settings: dict = {}
+    vllm: dict[str, float] = {}
+    kv_min = kv_all = 0.0
+    if on_vllm:
+        seqs = per_device * t.gradient_accumulation_steps  # TRL: max_num_seqs = per-device batch x steps_per_generation
+        vllm = vllm_engine(shape, b, seqs)
+        kv_min, kv_all = shape.kv_bytes_per_token(b) * seq, shape.kv_bytes_per_token(b) * seq * seqs
+        settings["vllm_max_model_length"] = seq
+    choices = [t.gradient_checkpointing] if t.gradient_checkpointing != "auto" else [False, True]
+    for checkpointing in choices:
+        parts = dict(fixed, activations=acts(checkpointing))
+        if on_vllm:
+            engine = sum(vllm.values())
+            if t.vllm_gpu_memory_utilization == "auto":
+                room = card - sum(parts.values())  # what training leaves for vLLM
+                share = min(engine + kv_all, max(room, engine + kv_min))
+                util = min(0.95, _ceil_step(share / card))
+            else:
+                util = t.vllm_gpu_memory_utilization
+            kv = util * card - engine
+            parts.update(vllm, **{"vLLM KV cache": max(kv, kv_min)})
+            settings["vllm_gpu_memory_utilization"] = util
+        budget = Budget(name, "train", card, parts, dict(settings, gradient_checkpointing=checkpointing))
+        if on_vllm and kv < kv_min:
+            budget.problem = _no_sequence(util, card, kv, kv_min, seq, "training.vllm_gpu_memory_utilization")
+        if on_vllm and budget.fits:
+            budget.note = f"KV cache for {int(parts['vLLM KV cache'] // kv_min)} of {seqs} sequences of {seq} tokens"
+        roomy = budget.total <= AUTO_HEADROOM * card or checkpointing or len(choices) == 1
+        if budget.fits and roomy:
+            return budget
+    if not budget.problem and parts["activations"] > budget.total - budget.card:
+        budget.note = (f"a micro-batch is {per_device} completions of up to {seq} tokens: raise "
+                       "training.gradient_accumulation_steps" + ("" if budget.settings["gradient_checkpointing"]
+                                                                 else " or set gradient_checkpointing: auto"))
+    return budget
+
+
+def plan_generate(name: str, rule: str, shape: Shape, gpu: Gpu, dtype: str, backend: str, batch_size: int,
+                  max_new_tokens: int, backend_kwargs: dict, max_lora_rank: int) -> Budget:
+    """A scoring, verification or evaluation job: vLLM's share of the card (``gpu_memory_utilization``) must hold
+    its weights, overhead and one sequence of ``max_model_len`` tokens; transformers holds the weights and the KV
+    cache of a whole batch."""
+    card = gpu.memory_gib * GIB
+    b = dtype_bytes(dtype, shape)
+    seq = gpu.max_prompt_tokens + max_new_tokens
+    kv_token = shape.kv_bytes_per_token(b)
+    if backend == "vllm":
+        util = float(backend_kwargs.get("gpu_memory_utilization", VLLM_DEFAULT_UTILIZATION))
+        engine = vllm_engine(shape, b, 256, max_lora_rank)  # vLLM's max_num_seqs default: 256
+        kv = util * card - sum(engine.values())
+        parts = dict(engine, **{"vLLM KV cache": max(kv, kv_token * seq), "CUDA context": CONTEXT})
+        parts["unused share"] = max(0.0, card - util * card - CONTEXT)  # vLLM takes only its share
+        budget = Budget(name, rule, card, parts, {"max_model_len": backend_kwargs.get("max_model_len", seq)})
+        if kv >= kv_token * seq:
+            budget.note = f"KV cache for {int(kv // (kv_token * seq))} sequences of {seq} tokens"
+        else:
+            budget.problem = _no_sequence(util, card, kv, kv_token * seq, seq, "backend_kwargs.gpu_memory_utilization")
+        return budget
+    parts = {"weights": shape.parameters() * b, "KV cache": kv_token * seq * batch_size,
+             "logits": batch_size * shape.vocab * 4, "CUDA context": CONTEXT}
+    return Budget(name, rule, card, parts)
+
+
+def _no_sequence(util: float, card: float, kv: float, need: float, seq: int, setting: str) -> str:
+    """vLLM refuses to start ("No available memory for the cache blocks" or a too-long max_model_len)."""
+    return (f"vLLM's share {util:.2f} x {card / GIB:.0f} GiB leaves {kv / GIB:.1f} GiB of KV cache, below one sequence "
+            f"of {seq} tokens ({need / GIB:.2f} GiB): vLLM would not start; raise {setting} or lower the lengths")
+
+
+def _ceil_step(x: float) -> float:
+    return round(-(-x // UTILIZATION_STEP) * UTILIZATION_STEP, 2)
+
+
+def model_shape(config: dict, name: str) -> Shape | None:
+    """A configured model's shapes: a bootstrapped model's from its settings, any other's from its config.json."""
+    spec = config["models"][name]
+    if "bootstrap" in spec:
+        return None  # the embedded tiny model: megabytes, never the limit
+    return load_shape(spec["path"], config.get("model_store"))
+
+
+def unknown(config: dict) -> list[str]:
+    """Models the plan cannot size (no config.json anywhere it looks)."""
+    return [m for m, spec in config["models"].items() if "bootstrap" not in spec and model_shape(config, m) is None]
+
+
+def check(budgets: list[Budget]) -> None:
+    """Refuse the first job that does not fit, in one line."""
+    for b in budgets:
+        if not b.fits:
+            raise UserError(b.refusal())
+
+
+def render(budgets: list[Budget], gpu: Gpu) -> str:
+    head = (f"Memory plan: one {gpu.memory_gib:g} GiB card per GPU job (gpu.memory_gib), prompts up to "
+            f"{gpu.max_prompt_tokens} tokens (gpu.max_prompt_tokens); GiB")
+    return "\n".join([head, *(b.line() for b in budgets)])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The plan of a config, and the job settings it resolves
+
+
+def _train_budget(config: dict, model: str, shape: Shape, variant: str | None) -> Budget:
+    t = Training.from_dict(plan.training_settings(config, model, variant))
+    return plan_train(model, shape, t, Gpu.from_dict(config["gpu"]), config["models"][model]["dtype"], t.use_vllm)
+
+
+def _generate_budget(config: dict, model: str, shape: Shape, rule: str, section: str,
+                     evalset: str | None) -> Budget:
+    g = Generation.from_dict(plan.generation_settings(config, section, model, evalset), section)
+    adapters = rule == "evaluate"
+    return plan_generate(model, rule, shape, Gpu.from_dict(config["gpu"]), config["models"][model]["dtype"],
+                         g.backend, g.batch_size, g.max_new_tokens, g.backend_kwargs,
+                         g.max_lora_rank if adapters else 0)
+
+
+def budgets(config: dict) -> list[Budget]:
+    """Every GPU rule of every model the plan can size (the largest job of each rule: the longest completions,
+    every sweep variant), in pipeline order; empty on device cpu."""
+    if config["device"] != "cuda":
+        return []
+    trained = set(plan.trained_models(config))
+    out = []
+    for model in plan.scored_models(config) + [m for m in trained if m not in plan.scored_models(config)]:
+        shape = model_shape(config, model)
+        if shape is None:
+            continue
+        rules: list[Budget] = [_generate_budget(config, model, shape, "score", "scoring", None)]
+        if plan.verifies(config) and model in trained:
+            rules.append(_generate_budget(config, model, shape, "verify", "verify", None))
+        if model in trained:
+            rules.append(max((_train_budget(config, model, shape, v) for v in sweep.names(config) or [None]),
+                             key=lambda b: b.total))
+            sets = sorted({e for d in plan.trainable_datasets(config) for e in plan.evalsets(config, d)})
+            for rule in ("evaluate_base", "evaluate"):
+                rules.append(max((_generate_budget(config, model, shape, rule, "evaluation", e) for e in sets),
+                                 key=lambda b: b.total))
+        out += rules
+    return out
+
+
+def job_training(config: dict, model: str, settings: dict) -> dict:
+    """A training job's settings with the config's device, the model's dtype and, on cuda, the memory plan's
+    checkpointing, vLLM share and context length in place of ``auto``."""
+    s = dict(settings, device=config["device"], dtype=config["models"][model]["dtype"])
+    shape = model_shape(config, model) if config["device"] == "cuda" else None
+    if shape is None:
+        if s.get("gradient_checkpointing") == "auto":
+            s["gradient_checkpointing"] = config["device"] == "cuda"  # unsized: the safe side
+        return s
+    t = Training.from_dict(s)
+    b = plan_train(model, shape, t, Gpu.from_dict(config["gpu"]), s["dtype"], t.use_vllm)
+    return dict(s, **b.settings)
+
+
+def job_generation(config: dict, model: str, settings: dict) -> dict:
+    """A scoring or evaluation job's settings with the config's device, the model's dtype and, for vLLM on cuda,
+    the memory plan's context length (``max_model_len``, unless backend_kwargs set it)."""
+    s = dict(settings, device=config["device"], dtype=config["models"][model]["dtype"])
+    if config["device"] == "cuda" and s.get("backend") == "vllm" and "max_model_len" not in s["backend_kwargs"]:
+        seq = Gpu.from_dict(config["gpu"]).max_prompt_tokens + int(s["max_new_tokens"])
+        s["backend_kwargs"] = dict(s["backend_kwargs"], max_model_len=seq)
+    return s
+
+
+def check_config(config: dict) -> list[Budget]:
+    """The memory plan of a config, refused in one line when a model cannot be sized or a job does not fit."""
+    if config["device"] != "cuda":
+        return []
+    missing = unknown(config)
+    if missing:
+        raise UserError(f"models {', '.join(missing)}: no config.json in the model folder, model_store, the hub cache "
+                        "or cluster/model_configs/, so the memory plan cannot size their GPU jobs: run `grpo-budget "
+                        "fetch-models --configfile CONFIG` where the hub is reachable (or set device: cpu)")
+    out = budgets(config)
+    check(out)
+    return out
