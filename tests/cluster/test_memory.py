@@ -87,21 +87,21 @@ def by_rule(budgets, model, rule):
 
 def test_colocated_vllm_at_0_3_of_80gb_cannot_hold_a_14b_copy():
     """Item 1 of the issue: 0.3 x 80 GiB = 24 GiB < Qwen3-14B's 27.5 GiB of bf16 weights."""
-    from grpo_budget.cluster import memory
+    from grpo_budget.cluster import memory, memory_plan
 
-    b = by_rule(memory.budgets(paper_config(training={"vllm_gpu_memory_utilization": 0.3})), "qwen3-14b", "train")
+    b = by_rule(memory_plan.budgets(paper_config(training={"vllm_gpu_memory_utilization": 0.3})), "qwen3-14b", "train")
     assert not b.fits and "vLLM would not start" in b.problem
     assert b.parts["vLLM weights"] / memory.GIB == pytest.approx(27.5, abs=0.1)
     with pytest.raises(UserError, match="model qwen3-14b, rule train: .*raise training.vllm_gpu_memory_utilization"):
-        memory.check(memory.budgets(paper_config(training={"vllm_gpu_memory_utilization": 0.3})))
+        memory.check(memory_plan.budgets(paper_config(training={"vllm_gpu_memory_utilization": 0.3})))
 
 
 def test_auto_settings_fit_every_paper_job_on_80gb_and_give_vllm_a_bounded_context():
     """Item 2: vLLM's context is prompt + completion (Llama-3.1's own 131,072 would need 16 GiB of KV cache)."""
-    from grpo_budget.cluster import memory
+    from grpo_budget.cluster import memory, memory_plan
 
     cfg = paper_config()
-    budgets = memory.check_config(cfg)
+    budgets = memory_plan.check_config(cfg)
     assert len(budgets) == 16 and all(b.fits for b in budgets)
     llama = by_rule(budgets, "llama-3.1-8b", "train")
     assert llama.settings["vllm_max_model_length"] == 1024 + 250
@@ -110,22 +110,43 @@ def test_auto_settings_fit_every_paper_job_on_80gb_and_give_vllm_a_bounded_conte
     big = by_rule(budgets, "qwen3-14b", "train")
     assert big.settings["gradient_checkpointing"] is True  # 93 GiB of activations without it
     assert by_rule(budgets, "qwen3-4b", "train").settings["gradient_checkpointing"] is False  # fits: faster
-    s = memory.job_training(cfg, "qwen3-14b", {**cfg["training"]})
+    s = memory_plan.job_training(cfg, "qwen3-14b", {**cfg["training"]})
     assert s["vllm_gpu_memory_utilization"] == big.settings["vllm_gpu_memory_utilization"] and s["device"] == "cuda"
 
 
 def test_too_large_micro_batches_are_refused_with_what_to_change():
-    from grpo_budget.cluster import memory
+    from grpo_budget.cluster import memory_plan
 
     cfg = paper_config(training={"prompts_per_step": 16})  # 128 completions in one micro-batch
     with pytest.raises(UserError, match="raise training.gradient_accumulation_steps"):
-        memory.check_config(cfg)
+        memory_plan.check_config(cfg)
 
 
 def test_cpu_configs_have_no_memory_plan_and_unknown_models_are_refused_on_cuda():
-    from grpo_budget.cluster import memory
+    from grpo_budget.cluster import memory_plan
 
-    assert memory.check_config(paper_config(device="cpu")) == []
+    assert memory_plan.check_config(paper_config(device="cpu")) == []
     cfg = paper_config(models={"mystery": {"path": "nobody/mystery-7b", "dtype": "auto", "size_b": 7, "train": True}})
     with pytest.raises(UserError, match="models mystery: no config.json.*grpo-budget fetch-models"):
-        memory.check_config(cfg)
+        memory_plan.check_config(cfg)
+
+
+def test_the_gpu_memory_check_runs_shrunk_on_the_cpu_from_a_bare_checkout():
+    """perf/memory_check.py (perf/gpu-check.sh's first step) on a node with only torch, transformers and peft: the
+    memory-plan modules it imports pull in no registry, schema or data library."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    probe = ("import sys; import grpo_budget.cluster.memory, grpo_budget.cluster.hardware; "
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'pyarrow', 'scipy', 'jsonschema', "
+             "'yaml', 'datasets', 'trl'}))")
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT).stdout.strip() == "[]"
+    out = subprocess.run([sys.executable, "perf/memory_check.py", "--device", "cpu", "--dtype", "float32", "--layers",
+                          "1", "--hidden", "64", "--models", "Qwen--Qwen3-4B", "--micro-batch", "2", "--prompt", "16",
+                          "--completion", "8", "--lora-r", "4"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert [r["checkpointing"] for r in rows] == [True, False]
+    assert all(r["measured"]["step_s"] > 0 and r["predicted"]["memory_gib"] > 0 for r in rows)

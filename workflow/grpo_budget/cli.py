@@ -148,7 +148,7 @@ def cmd_validate_config(a: argparse.Namespace) -> None:
 
 
 def cmd_plan(a: argparse.Namespace) -> None:
-    from grpo_budget.cluster import cost, memory
+    from grpo_budget.cluster import cost, memory, memory_plan
     from grpo_budget.experiment.config import load
     from grpo_budget.experiment.settings import Gpu
 
@@ -163,7 +163,7 @@ def cmd_plan(a: argparse.Namespace) -> None:
     if a.gpu_memory_gib:
         cfg["gpu"] = dict(cfg["gpu"], memory_gib=a.gpu_memory_gib)
     if cfg["device"] == "cuda":
-        print(memory.render(memory.check_config(cfg), Gpu.from_dict(cfg["gpu"])) + "\n")
+        print(memory.render(memory_plan.check_config(cfg), Gpu.from_dict(cfg["gpu"])) + "\n")
     text, path = cost.write_plan(cfg, a.parallel)
     print(text + f"\nwritten to {path} (per job: {path.with_suffix('.csv')})")
 

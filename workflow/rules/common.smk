@@ -10,7 +10,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
 from grpo_budget.aggregate.run import OUTPUTS, caption, names
-from grpo_budget.cluster import cost, memory
+from grpo_budget.cluster import cost, memory_plan
 from grpo_budget.cluster.rules import RULES, job_pattern, log_folder
 from grpo_budget.cluster.work import write_jobs
 from grpo_budget.experiment import config as grpo_config
@@ -31,7 +31,7 @@ try:
 except ConfigError as e:
     raise WorkflowError(f"invalid configuration: {e}") from None
 try:
-    memory.check_config(config)  # device cuda: every GPU job fits its card (`grpo-budget plan` prints the plan)
+    memory_plan.check_config(config)  # device cuda: every GPU job fits its card (`grpo-budget plan` prints the plan)
 except UserError as e:
     raise WorkflowError(f"memory plan: {e}") from None
 
@@ -122,13 +122,13 @@ def get_adaptive_cuts_arg(wildcards):
 
 def get_generation_settings(section):
     """A generating job's settings, with the device, dtype and the memory plan's vLLM context length."""
-    return lambda wc: as_json(memory.job_generation(
+    return lambda wc: as_json(memory_plan.job_generation(
         config, wc.model, plan.generation_settings(config, section, wc.model, getattr(wc, "evalset", None))))
 
 
 def get_training_settings(wildcards):
     """A training job's settings, with the device, dtype and the memory plan's choices in place of `auto`."""
-    return as_json(memory.job_training(
+    return as_json(memory_plan.job_training(
         config, wildcards.model, plan.training_settings(config, wildcards.model, getattr(wildcards, "variant", None))))
 
 

@@ -1,0 +1,101 @@
+"""The memory plan of a config (:mod:`grpo_budget.cluster.memory` per job): every GPU rule of every model on the
+configured card, checked before any job starts, and the job settings it resolves (``auto`` memory settings, vLLM's
+context length, the device and the model's dtype)."""
+
+from __future__ import annotations
+
+from grpo_budget.cluster.memory import Budget, check, plan_generate, plan_train
+from grpo_budget.cluster.shapes import Shape, load_shape
+from grpo_budget.errors import UserError
+from grpo_budget.experiment import plan, sweep
+from grpo_budget.experiment.settings import Generation, Gpu, Training
+
+
+def model_shape(config: dict, name: str) -> Shape | None:
+    """A configured model's shapes: a bootstrapped model's from its settings, any other's from its config.json."""
+    spec = config["models"][name]
+    if "bootstrap" in spec:
+        return None  # the embedded tiny model: megabytes, never the limit
+    return load_shape(spec["path"], config.get("model_store"))
+
+
+def unknown(config: dict) -> list[str]:
+    """Models the plan cannot size (no config.json anywhere it looks)."""
+    return [m for m, spec in config["models"].items() if "bootstrap" not in spec and model_shape(config, m) is None]
+
+
+def _train_budget(config: dict, model: str, shape: Shape, variant: str | None) -> Budget:
+    t = Training.from_dict(plan.training_settings(config, model, variant))
+    return plan_train(model, shape, t, Gpu.from_dict(config["gpu"]), config["models"][model]["dtype"], t.use_vllm)
+
+
+def _generate_budget(config: dict, model: str, shape: Shape, rule: str, section: str,
+                     evalset: str | None) -> Budget:
+    g = Generation.from_dict(plan.generation_settings(config, section, model, evalset), section)
+    adapters = rule == "evaluate"
+    return plan_generate(model, rule, shape, Gpu.from_dict(config["gpu"]), config["models"][model]["dtype"],
+                         g.backend, g.batch_size, g.max_new_tokens, g.backend_kwargs,
+                         g.max_lora_rank if adapters else 0)
+
+
+def budgets(config: dict) -> list[Budget]:
+    """Every GPU rule of every model the plan can size (the largest job of each rule: the longest completions,
+    every sweep variant), in pipeline order; empty on device cpu."""
+    if config["device"] != "cuda":
+        return []
+    trained = set(plan.trained_models(config))
+    out = []
+    for model in plan.scored_models(config) + [m for m in trained if m not in plan.scored_models(config)]:
+        shape = model_shape(config, model)
+        if shape is None:
+            continue
+        rules: list[Budget] = [_generate_budget(config, model, shape, "score", "scoring", None)]
+        if plan.verifies(config) and model in trained:
+            rules.append(_generate_budget(config, model, shape, "verify", "verify", None))
+        if model in trained:
+            rules.append(max((_train_budget(config, model, shape, v) for v in sweep.names(config) or [None]),
+                             key=lambda b: b.total))
+            sets = sorted({e for d in plan.trainable_datasets(config) for e in plan.evalsets(config, d)})
+            for rule in ("evaluate_base", "evaluate"):
+                rules.append(max((_generate_budget(config, model, shape, rule, "evaluation", e) for e in sets),
+                                 key=lambda b: b.total))
+        out += rules
+    return out
+
+
+def job_training(config: dict, model: str, settings: dict) -> dict:
+    """A training job's settings with the config's device, the model's dtype and, on cuda, the memory plan's
+    checkpointing, vLLM share and context length in place of ``auto``."""
+    s = dict(settings, device=config["device"], dtype=config["models"][model]["dtype"])
+    shape = model_shape(config, model) if config["device"] == "cuda" else None
+    if shape is None:
+        if s.get("gradient_checkpointing") == "auto":
+            s["gradient_checkpointing"] = config["device"] == "cuda"  # unsized: the safe side
+        return s
+    t = Training.from_dict(s)
+    b = plan_train(model, shape, t, Gpu.from_dict(config["gpu"]), s["dtype"], t.use_vllm)
+    return dict(s, **b.settings)
+
+
+def job_generation(config: dict, model: str, settings: dict) -> dict:
+    """A scoring or evaluation job's settings with the config's device, the model's dtype and, for vLLM on cuda,
+    the memory plan's context length (``max_model_len``, unless backend_kwargs set it)."""
+    s = dict(settings, device=config["device"], dtype=config["models"][model]["dtype"])
+    if config["device"] == "cuda" and s.get("backend") == "vllm" and "max_model_len" not in s["backend_kwargs"]:
+        seq = Gpu.from_dict(config["gpu"]).max_prompt_tokens + int(s["max_new_tokens"])
+        s["backend_kwargs"] = dict(s["backend_kwargs"], max_model_len=seq)
+    return s
+
+
+def check_config(config: dict) -> list[Budget]:
+    """The memory plan of a config, refused in one line when a model cannot be sized or a job does not fit."""
+    if config["device"] != "cuda":
+        return []
+    missing = unknown(config)
+    if missing:
+        raise UserError(f"models {', '.join(missing)}: no config.json in the model folder, model_store, the hub cache "
+                        "or cluster/model_configs/, so the memory plan cannot size their GPU jobs: run `grpo-budget "
+                        "fetch-models --configfile CONFIG` where the hub is reachable (or set device: cpu)")
+    out = budgets(config)
+    check(out)
+    return out
