@@ -120,3 +120,29 @@ def test_a_gpu_constraint_pins_the_card_and_hyphenated_gpu_types_are_refused_bef
     out = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120,
                          env=dict(env, GRPO_SLURM_GPU_MODEL="nvidia_a100-sxm4-80gb"))
     assert out.returncode != 0 and "GRPO_SLURM_GPU_CONSTRAINT" in out.stderr
+
+
+CONDA_ENVS = """
+import sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, ResourceSettings
+with SnakemakeApi() as api:
+    w = api.workflow(resource_settings=ResourceSettings(), snakefile=Path("Snakefile"), workdir=Path("."),
+                     config_settings=ConfigSettings(configfiles=[Path(sys.argv[1])]))
+    for r in w._workflow.rules:
+        print(r.name, Path(r.conda_env).name if r.conda_env else "-")
+"""
+
+
+@pytest.mark.parametrize("config, gpu_env", [("configs/hard-examples.yaml", "grpo-budget-gpu.yaml"),
+                                              ("config.yaml", "grpo-budget.yaml")])
+def test_gpu_rules_use_the_gpu_environment_under_conda_on_device_cuda(config, gpu_env):
+    out = subprocess.run([sys.executable, "-c", CONDA_ENVS, config], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    envs = dict(line.split() for line in out.stdout.splitlines() if len(line.split()) == 2)
+    assert {envs[r] for r in GPU_RULES} == {gpu_env}
+    assert {envs[r] for r in envs if r not in GPU_RULES and r != "all"} == {"grpo-budget.yaml"}
+    gpu_yaml = (ROOT / "envs" / "grpo-budget-gpu.yaml").read_text()
+    assert "python=3.13" in gpu_yaml and '"..[gpu]"' in gpu_yaml
