@@ -51,6 +51,20 @@ def run_snakemake(python: str | Path, *args: str, env: dict | None = None):
     return out
 
 
+TINY = ROOT / "tests" / "configs" / "tiny.yaml"
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    """``tests/configs/tiny.yaml`` run once per session (transformers backend): the workflow, analysis and SLURM
+    tests read it; a test that deletes an output to see it rebuilt rebuilds it before it ends."""
+    import sys
+
+    results = tmp_path_factory.mktemp("tiny") / "results"
+    run_snakemake(sys.executable, "--configfile", str(TINY), "--config", f"results={results}")
+    return results
+
+
 @pytest.fixture(scope="session")
 def embedded_default_run(tmp_path_factory) -> Path:
     """The README's main command on the embedded default (transformers backend), run once per session: its own

@@ -36,13 +36,6 @@ def test_dry_run_job_counts():
     assert counts["bootstrap_model"] == 1
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory) -> Path:
-    results = tmp_path_factory.mktemp("wf") / "results"
-    snakemake("--configfile", str(TINY), "--config", f"results={results}")
-    return results
-
-
 @pytest.mark.slow
 def test_every_output_exists_with_columns_and_sane_values(tiny_run):
     r = tiny_run

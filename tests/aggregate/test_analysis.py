@@ -287,10 +287,9 @@ def snakemake(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_tiny_workflow_tables_figures_and_report(tmp_path):
-    results = tmp_path / "results"
+def test_tiny_workflow_tables_figures_and_report(tiny_run, tmp_path):
+    results = tiny_run
     args = ("--configfile", str(TINY), "--config", f"results={results}")
-    snakemake(*args)
     cfg = config.load(TINY)
     figures = [n for n in names("figure") if OUTPUTS[n].wanted(cfg)]
     assert "accuracy_vs_checkpoint" in figures and "gain_vs_setting" not in figures  # no sweep in the tiny config

@@ -175,6 +175,10 @@ def test_embedded_default_with_vllm_writes_every_output_with_the_same_schema(emb
     for rule in ("score", "verify", "evaluate_base", "evaluate"):  # every generating job ran a vLLM engine
         logs = list((vl / "logs" / rule).glob("*.log"))
         assert logs and all("LLM engine" in log.read_text() for log in logs), f"a {rule} job did not run vLLM"
+        engines = [line for log in logs for line in log.read_text().splitlines() if "vLLM engine for" in line]
+        assert len(engines) == len(logs), rule
+        # LoRA slots only where adapters load (the trained checkpoints), not for the base model's jobs
+        assert all(("'enable_lora': True" in line) == (rule == "evaluate") for line in engines), engines[:2]
 
     hf_files, vl_files = _outputs(hf), _outputs(vl)
     assert set(hf_files) == set(vl_files), (f"only transformers: {sorted(set(hf_files) - set(vl_files))[:10]}; "

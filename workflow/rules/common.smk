@@ -50,9 +50,9 @@ def benchmark_file(rule):
     return P.benchmark.format(rule=log_folder(rule), name=job_pattern(config, rule))
 
 
-# Host memory of the GPU rules, scaled to the model (config `models.NAME.size_b`, billions of parameters): one
-# A100-80GB holds a bf16 model of up to ~14B with LoRA (2 GB of weights per billion, activations and vLLM's share on
-# top). Host memory (MB) = base + per_billion * size_b.
+# Host memory of the GPU rules, scaled to the model (config `models.NAME.size_b`, billions of parameters): the
+# weights pass through host memory on loading (2 GB per billion in bf16). Host memory (MB) = base + per_billion *
+# size_b. GPU memory is the memory plan's (grpo_budget.cluster.memory_plan), checked above.
 GPU_SCALING = {  # by stage (grpo_budget.cluster.rules.RULES)
     "score": {"mem_mb": (16000, 4000)},
     "train": {"mem_mb": (32000, 6000)},
