@@ -86,10 +86,11 @@ def _listing(parts: dict[str, list[str]]) -> str:
 
 def check_plugin(version: str | None) -> Check:
     if version is None:
-        return Check("FAIL", "SLURM plugin", f"{PLUGIN} is not installed: pip install -e . (it pins the tested version)")
+        return Check("FAIL", "SLURM plugin", f"{PLUGIN} is not installed: pip install -e '.[slurm]' (the tested "
+                     "version; .[gpu] includes it)")
     if not version.startswith(PLUGIN_TESTED):
         return Check("FAIL", "SLURM plugin", f"{PLUGIN} {version}, but profiles/slurm is tested with "
-                     f"{PLUGIN_TESTED}x (2.6 adds --ntasks-per-gpu, which some clusters reject): pip install -e .")
+                     f"{PLUGIN_TESTED}x (2.6 adds --ntasks-per-gpu, which some clusters reject): pip install -e '.[slurm]'")
     return Check("ok", "SLURM plugin", f"{PLUGIN} {version}")
 
 
