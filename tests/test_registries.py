@@ -144,3 +144,19 @@ def test_a_grid_ten_times_difficulty_limits_builds_and_aggregates_read_a_file(tm
     assert len(listing.runs) == 10 * 54
     shell = [line for line in out.stdout.splitlines() if "grpo-budget aggregate summary" in line]
     assert shell and len(shell[0]) < 2000  # the listing travels as a file, not as an argument
+
+
+def test_trainer_string_enums_are_what_the_installed_transformers_and_trl_accept():
+    """training.lr_scheduler_type and loss_type list exactly transformers' SchedulerType values and the loss types
+    TRL's GRPOConfig documents as supported (a typo used to surface as a traceback in the train job)."""
+    import re
+
+    from transformers.trainer_utils import SchedulerType
+    from trl import GRPOConfig
+
+    raw = yaml.safe_load(schema.SCHEMA_PATH.read_text())
+    training = raw["properties"]["training"]["properties"]
+    assert training["lr_scheduler_type"]["enum"] == [s.value for s in SchedulerType]
+    help_text = GRPOConfig.__dataclass_fields__["loss_type"].metadata["help"]
+    supported = re.search(r"Supported values are (.*?)\. ", help_text).group(1)
+    assert set(training["loss_type"]["enum"]) == set(re.findall(r"'(\w+)'", supported))

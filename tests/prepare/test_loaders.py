@@ -403,3 +403,10 @@ def test_aime_part_from_a_local_column_filters_like_the_hub_config(tmp_path):
                                        "cache_dir": str(tmp_path / "c")}, 0)["test"]
     first = apply_filter(test, {"part": "AIME2025-I"})
     assert len(test) == 30 and len(first) == 15 and set(first["answer"]) == {str(i) for i in range(15)}
+
+
+def test_a_semicolon_delimited_csv_is_named_in_one_line(tmp_path):
+    (tmp_path / "data.csv").write_text("q;final\nWhat is 6*7?;42\n")
+    with pytest.raises(UserError, match=r"data.csv: read as comma-separated, its header 'q;final' is one column"):
+        load_benchmark("gsm8k", {"data_files": str(tmp_path / "data.csv"), "fields": {"question": "q", "answer":
+                       "final"}, "splits": {"test": "train"}, "cache_dir": str(tmp_path / "cache")}, seed=0)

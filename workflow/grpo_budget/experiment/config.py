@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from grpo_budget.experiment import checks, schema
+from grpo_budget.experiment import checks, consistency, schema
 from grpo_budget.experiment.schema import ConfigError
 
 
@@ -15,6 +15,7 @@ def validate(config: dict) -> dict:
     """Validate ``config`` in place (defaults filled in) and return it; raise :class:`~grpo_budget.experiment.schema.ConfigError`."""
     schema.check(config)
     checks.semantics(config)
+    consistency.check(config)
     checks.inputs(config)
     checks.sweep(config)  # every variant of a `sweep:` block, before any job starts
     return config

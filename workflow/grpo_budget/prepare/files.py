@@ -80,10 +80,15 @@ def _load_local(data_files: Any, fmt: str | None, field: str | None, cache_dir: 
         dd = datasets.load_dataset(fmt, **kwargs)
     except Exception as e:  # noqa: BLE001 - the library's parse errors name neither file nor line
         bad = _first_bad_json_line(all_files) if fmt == "json" and not jf else None
-        if bad:
-            raise UserError(bad) from e
-        raise
-    return {split: dd[split].to_pandas() for split in dd}
+        raise UserError(bad or f"{', '.join(all_files)}: cannot be read as {fmt} ({' '.join(str(e).split())})") from e
+    frames = {split: dd[split].to_pandas() for split in dd}
+    if fmt == "csv":
+        for frame in frames.values():
+            glued = [c for c in frame.columns if ";" in str(c) or "\t" in str(c)]
+            if glued:
+                raise UserError(f"{', '.join(all_files)}: read as comma-separated, its header {glued[0]!r} is one "
+                                "column; save it with commas between columns (or as JSON lines)")
+    return frames
 
 
 def _first_bad_json_line(files: list[str]) -> str | None:

@@ -122,7 +122,14 @@ def read_answers(path: str | Path) -> pd.DataFrame:
         raise UserError(f"{path}: cannot read the answers file ({e})") from None
     if not {"id", "answer"} <= set(frame.columns):
         raise UserError(f"{path}: an answers file needs columns id and answer; it has {', '.join(frame.columns)}")
-    return frame[["id", "answer"]].astype({"id": str})
+    frame = frame[["id", "answer"]].astype({"id": str})
+    repeated = frame[frame["id"].duplicated(keep=False)]
+    if len(repeated):
+        first = repeated["id"].iloc[0]
+        shown = ", ".join(repr(str(a)) for a in repeated.loc[repeated["id"] == first, "answer"])
+        raise UserError(f"{path}: {repeated['id'].nunique()} id(s) appear more than once (e.g. {first} with answers "
+                        f"{shown}); keep one row per id")
+    return frame
 
 
 def attach_answers(items: pd.DataFrame, ds: dict, where: str) -> pd.DataFrame:
