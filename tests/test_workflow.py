@@ -20,6 +20,10 @@ def snakemake(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return out
 
 
+def log(out: subprocess.CompletedProcess) -> str:
+    return out.stdout + out.stderr
+
+
 def test_lint_is_clean():
     out = subprocess.run([sys.executable, "-m", "snakemake", "--lint"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -100,6 +104,27 @@ def test_second_run_does_nothing_and_one_figure_reruns_alone(tiny_run):
     for rule in ("train", "evaluate", "score", "summary", "bootstrap_model"):
         assert f"rule {rule}:" not in text
     assert fig.exists()
+
+
+@pytest.mark.slow
+def test_a_deleted_intermediate_is_rebuilt_by_the_command_its_error_names(tiny_run):
+    """A missing evaluation file whose consumers are up to date: the same command does nothing (Snakemake's rule,
+    measured here), so the readers' error names the file as a target, which rebuilds exactly that job; the next
+    run of the command re-runs only what reads it."""
+    from grpo_budget.errors import UserError
+    from grpo_budget.io import read_parquet
+
+    args = ("--configfile", str(TINY), "--config", f"results={tiny_run}")
+    evals = sorted(tiny_run.glob("runs/*/*/*/*/*/eval/*.parquet"))
+    target = evals[0]
+    target.unlink()
+    assert "Nothing to be done" in log(snakemake(*args))  # the premise
+    with pytest.raises(UserError, match=f"rebuild it with `snakemake {target} --configfile YOUR_CONFIG`"):
+        read_parquet(target)
+    text = log(snakemake(str(target), *args))
+    assert text.count("rule evaluate:") == 1 and "rule train:" not in text and target.exists()
+    text = log(snakemake(*args))
+    assert "rule evaluate:" not in text and "rule train:" not in text and "rule summary:" in text
 
 
 @pytest.mark.slow

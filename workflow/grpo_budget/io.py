@@ -17,7 +17,10 @@ import pyarrow.parquet as pq
 
 from grpo_budget.errors import UserError
 
-EARLIER_JOB = "it is an output of an earlier job; {}run the same snakemake command again to rebuild it"
+# Snakemake does not rebuild a missing intermediate whose consumers are up to date, so "run it again" alone would do
+# nothing: naming the file as the target rebuilds it (and then what reads it, on the next run).
+EARLIER_JOB = ("it is an output of an earlier job; {}rebuild it with `snakemake {} --configfile YOUR_CONFIG`, then run "
+               "your command again")
 
 
 @contextmanager
@@ -66,11 +69,11 @@ def read_json(path: str | os.PathLike) -> Any:
     """A JSON file; a missing or corrupt one is a ``UserError`` naming the file and the fix."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{path} does not exist: {EARLIER_JOB.format('')}")
+        raise UserError(f"{path} does not exist: {EARLIER_JOB.format('', path)}")
     try:
         return json.loads(path.read_text())
     except (ValueError, OSError) as e:
-        raise UserError(f"{path} is not readable JSON ({e}): {EARLIER_JOB.format('delete it and ')}") from e
+        raise UserError(f"{path} is not readable JSON ({e}): {EARLIER_JOB.format('delete it and ', path)}") from e
 
 
 def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> pd.DataFrame:
@@ -78,8 +81,8 @@ def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> p
     a column, is a ``UserError`` naming the file and the fix."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{path} does not exist: {EARLIER_JOB.format('')}")
-    rebuild = EARLIER_JOB.format("delete it and ")
+        raise UserError(f"{path} does not exist: {EARLIER_JOB.format('', path)}")
+    rebuild = EARLIER_JOB.format("delete it and ", path)
     try:
         # The footer holds the schema: reading it first tells a broken file from a missing column.
         missing = [c for c in columns or [] if c not in pq.read_schema(path).names]
