@@ -26,8 +26,8 @@ def log(out: subprocess.CompletedProcess) -> str:
 
 def test_lint_is_clean():
     out = subprocess.run([sys.executable, "-m", "snakemake", "--lint"], cwd=ROOT, capture_output=True, text=True)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "Lints for" not in out.stdout + out.stderr
+    assert out.returncode == 0, log(out)
+    assert "Lints for" not in log(out)
 
 
 def test_dry_run_job_counts():
@@ -95,11 +95,11 @@ def test_every_output_exists_with_columns_and_sane_values(tiny_run):
 def test_second_run_does_nothing_and_one_figure_reruns_alone(tiny_run):
     args = ("--configfile", str(TINY), "--config", f"results={tiny_run}")
     out = snakemake(*args)
-    assert "Nothing to be done" in out.stdout + out.stderr
+    assert "Nothing to be done" in log(out)
     fig = tiny_run / "figures/learnable_vs_step.png"
     fig.unlink()
     out = snakemake(str(fig), *args)
-    text = out.stdout + out.stderr
+    text = log(out)
     assert "rule figure:" in text or "localrule figure:" in text
     for rule in ("train", "evaluate", "score", "summary", "bootstrap_model"):
         assert f"rule {rule}:" not in text
@@ -109,8 +109,7 @@ def test_second_run_does_nothing_and_one_figure_reruns_alone(tiny_run):
 @pytest.mark.slow
 def test_a_deleted_intermediate_is_rebuilt_by_the_command_its_error_names(tiny_run):
     """A missing evaluation file whose consumers are up to date: the same command does nothing (Snakemake's rule,
-    measured here), so the readers' error names the file as a target, which rebuilds exactly that job; the next
-    run of the command re-runs only what reads it."""
+    measured here), so the readers' error names the file as a target, which rebuilds exactly that job."""
     from grpo_budget.errors import UserError
     from grpo_budget.io import read_parquet
 
