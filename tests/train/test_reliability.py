@@ -14,7 +14,7 @@ from grpo_budget.errors import UserError
 from grpo_budget.experiment.settings import Training
 from grpo_budget.prepare import framearith
 from grpo_budget.train import training
-from grpo_budget.train.checkpoints import checkpoints, discard_incomplete, incomplete_reason
+from grpo_budget.train.checkpoints import checkpoints, discard_incomplete, incomplete_reason, record_digests
 from grpo_budget.train.fingerprint import fingerprint, trajectory_settings
 from grpo_budget.train.schedule import prompts_per_generation
 
@@ -139,13 +139,14 @@ def test_checkpoint_missing_adapter_is_set_aside_and_resume_uses_previous(tmp_pa
 
 
 def fake_checkpoint(path):
-    """The files resume loads, each readable."""
+    """The files resume loads, each readable, and their digests."""
     path.mkdir()
     (path / "trainer_state.json").write_text('{"global_step": 1}')
     (path / "adapter_config.json").write_text("{}")
     save_file({"w": torch.zeros(4)}, path / "adapter_model.safetensors")
     for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
         torch.save({}, path / name)
+    record_digests(path)
     return path
 
 

@@ -8,21 +8,25 @@ from grpo_budget.experiment.settings import Generation
 from grpo_budget.generation.backends import Sampling, from_settings
 from grpo_budget.generation.sample import sample_and_grade
 from grpo_budget.io import read_json, read_parquet, write_parquet
+from grpo_budget.train.checkpoints import verify_listed
 
 
 def evaluate(model: str, test_path: str, out_path: str, g: Generation, dataset: dict,
              manifest_path: str | None = None, final_only: bool = False) -> pd.DataFrame:
     """Per item and checkpoint: samples, correct, accuracy (= pass rate over ``num_samples``).
 
-    Without a manifest the base model is evaluated as step 0; with one, each listed checkpoint's adapter.
+    Without a manifest the base model is evaluated as step 0; with one, each listed checkpoint's adapter, once its
+    weights match the sha256 the manifest recorded (see :func:`grpo_budget.train.checkpoints.verify_listed`).
     The sampling seed is the same at every checkpoint, so differences come from the weights.
     """
     test = read_parquet(test_path)
     targets = [(0, None)]
     if manifest_path:
-        targets = [(c["step"], c["path"]) for c in read_json(manifest_path)["checkpoints"]]
+        listed = read_json(manifest_path)["checkpoints"]
         if final_only:
-            targets = targets[-1:]
+            listed = listed[-1:]
+        verify_listed(manifest_path, listed)
+        targets = [(c["step"], c["path"]) for c in listed]
     gen = from_settings(model, g, adapters=manifest_path is not None)
     sampling = Sampling.of(g)
     frames = []

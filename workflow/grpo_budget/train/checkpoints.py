@@ -2,11 +2,13 @@
 
 The folder is *not* a Snakemake output (Snakemake deletes outputs before it re-runs a job). It records the
 fingerprint of the run that made its checkpoints (``fingerprint.json``): a run with another fingerprint moves them
-aside and starts fresh rather than resuming someone else's trajectory.
+aside and starts fresh rather than resuming someone else's trajectory. Each checkpoint records the sha256 of its files
+(``sha256.json``), written once the Trainer has saved them all; resume and evaluation check the files against it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -14,6 +16,7 @@ import struct
 import zipfile
 from pathlib import Path
 
+from grpo_budget.errors import UserError
 from grpo_budget.io import numbered_path, read_json, write_json
 from grpo_budget.train.fingerprint import differing_parts
 
@@ -22,6 +25,9 @@ log = logging.getLogger(__name__)
 CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 FINGERPRINT_FILE = "fingerprint.json"
 INCOMPLETE_DIR = "incomplete"
+DIGEST_FILE = "sha256.json"
+ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")
+CHUNK = 1 << 20
 
 
 def checkpoints(folder: str | Path) -> list[tuple[int, Path]]:
@@ -46,7 +52,8 @@ def incomplete_reason(checkpoint: Path) -> str | None:
     (``adapter_model.safetensors`` or ``.bin`` beside ``adapter_config.json``), ``optimizer.pt`` and
     ``scheduler.pt`` (the Trainer silently starts a fresh optimizer without them), plus the RNG state and
     ``trainer_state.json``, which the Trainer writes last. ``torch.save`` files are zip archives, so a truncated
-    one fails the zip check.
+    one fails the zip check. Files overwritten in place (garbage with a valid header and length) fail their
+    recorded sha256; a checkpoint without ``sha256.json`` was cut off before the digests were written.
     """
     for name in ("trainer_state.json", "adapter_config.json"):
         try:
@@ -61,7 +68,84 @@ def incomplete_reason(checkpoint: Path) -> str | None:
             return f"{name} missing or unreadable"
     if not any(_zip_ok(p) for p in checkpoint.glob("rng_state*.pth")):
         return "rng_state.pth missing or unreadable"
+    return _digest_mismatch(checkpoint)
+
+
+def _digest_mismatch(checkpoint: Path) -> str | None:
+    try:
+        recorded = json.loads((checkpoint / DIGEST_FILE).read_text())
+        if not isinstance(recorded, dict):
+            raise ValueError(DIGEST_FILE)
+    except (OSError, ValueError):
+        return f"{DIGEST_FILE} missing or unreadable (the save stopped before its digests were written)"
+    for name, digest in sorted(recorded.items()):
+        path = checkpoint / name
+        if not path.is_file():
+            return f"{name} missing"
+        if sha256_of(path) != digest:
+            return f"{name} does not match its recorded sha256"
     return None
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def record_digests(checkpoint: Path) -> dict[str, str]:
+    """Write ``sha256.json`` in a saved checkpoint: every file's sha256. Called once all its files are written."""
+    checkpoint = Path(checkpoint)
+    digests = {p.name: sha256_of(p) for p in sorted(checkpoint.iterdir()) if p.is_file() and p.name != DIGEST_FILE}
+    write_json(digests, checkpoint / DIGEST_FILE)
+    return digests
+
+
+def digest_recorder():
+    """A ``TrainerCallback`` that records a checkpoint's digests: the Trainer calls ``on_save`` after
+    ``_save_checkpoint`` has written the checkpoint's last file (``trainer_state.json``)."""
+    from transformers import TrainerCallback
+
+    class RecordDigests(TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            if state.is_world_process_zero:
+                record_digests(Path(args.output_dir) / f"checkpoint-{state.global_step}")
+
+    return RecordDigests()
+
+
+def adapter_file(checkpoint: Path) -> Path | None:
+    return next((checkpoint / n for n in ADAPTER_FILES if (checkpoint / n).is_file()), None)
+
+
+def adapter_digest(checkpoint: Path) -> str:
+    """The recorded sha256 of a complete checkpoint's adapter weights (what the manifest lists)."""
+    return read_json(checkpoint / DIGEST_FILE)[adapter_file(checkpoint).name]
+
+
+def verify_listed(manifest_path: str | Path, entries: list[dict]) -> None:
+    """Check each listed checkpoint's adapter weights against the sha256 its manifest recorded at training (entries
+    of older manifests carry none and are not checked). On a mismatch, move that checkpoint and any later one aside
+    (training resumes before it) and delete the manifest, so that the workflow's next run retrains them; raise a
+    ``UserError`` saying so."""
+    for entry in entries:
+        if "sha256" not in entry:
+            continue
+        checkpoint = Path(entry["path"])
+        weights = adapter_file(checkpoint)
+        if weights is not None and sha256_of(weights) == entry["sha256"]:
+            continue
+        why = f"its {weights.name} does not match the sha256 recorded at training" if weights else \
+            "its adapter weights are missing"
+        moved = _set_aside_from(checkpoint.parent, int(entry["step"]))
+        Path(manifest_path).unlink(missing_ok=True)
+        if moved and moved[0][1] == checkpoint:
+            later = f" (and {len(moved) - 1} later checkpoint(s) beside it)" if len(moved) > 1 else ""
+            why += f": moved it to {moved[0][2]}{later}"
+        raise UserError(f"checkpoint {checkpoint}: {why}, and deleted {manifest_path}; run the same snakemake "
+                        f"command again to retrain it")
 
 
 def _safetensors_ok(path: Path) -> bool:
@@ -84,18 +168,37 @@ def _zip_ok(path: Path) -> bool:
 
 
 def discard_incomplete(folder: str | Path) -> list[Path]:
-    """Move checkpoint folders that resume could not use (a killed job's half-written one, a deleted file) into
-    ``folder/incomplete/``, kept for inspection, so that resuming never reads them; returns their old paths."""
+    """Move checkpoint folders that resume could not use (a killed job's half-written one, a deleted or overwritten
+    file), and every later one, into ``folder/incomplete/``, kept for inspection: resuming then starts before the
+    first bad one and saves them all again. Returns their old paths."""
+    reasons = {step: incomplete_reason(p) for step, p in _checkpoint_dirs(folder)}
+    bad = [step for step, reason in reasons.items() if reason is not None]
+    if not bad:
+        return []
+    moved = _set_aside_from(folder, bad[0])
+    for step, p, target in moved:
+        if reasons[step] is not None:
+            log.warning("checkpoint %s is incomplete (%s): moved it to %s, not resuming from it", p, reasons[step],
+                        target)
+        else:  # resuming from it would skip the bad one, which would then never be saved again
+            log.warning("checkpoint %s comes after incomplete checkpoint-%d: moved it to %s, training saves it "
+                        "again", p, bad[0], target)
+    return [p for _, p, _ in moved]
+
+
+def _set_aside_from(folder: Path, first: int) -> list[tuple[int, Path, Path]]:
+    """Move the checkpoints of ``folder`` from step ``first`` on into ``folder/incomplete/``: (step, old, new)."""
     moved = []
-    for _, p in _checkpoint_dirs(folder):
-        reason = incomplete_reason(p)
-        if reason is None:
+    for step, p in _checkpoint_dirs(folder):
+        if step < first:
             continue
         target = numbered_path(f"{Path(folder) / INCOMPLETE_DIR / p.name}.")
         target.parent.mkdir(exist_ok=True)
-        p.rename(target)
-        log.warning("checkpoint %s is incomplete (%s): moved it to %s, not resuming from it", p, reason, target)
-        moved.append(p)
+        try:
+            p.rename(target)
+        except FileNotFoundError:  # another job (an evaluation of the same run) moved it first
+            continue
+        moved.append((step, p, target))
     return moved
 
 

@@ -24,7 +24,8 @@ from grpo_budget.generation.backends import load_tokenizer
 from grpo_budget.io import read_json, read_parquet, write_json, write_parquet
 from grpo_budget.prepare.splits import attach_answers
 from grpo_budget.select.sources import labels_bought
-from grpo_budget.train.checkpoints import checkpoints, claim_checkpoint_dir, discard_incomplete
+from grpo_budget.train.checkpoints import (adapter_digest, checkpoints, claim_checkpoint_dir, digest_recorder,
+                                           discard_incomplete, record_digests)
 from grpo_budget.train.fingerprint import fingerprint
 from grpo_budget.train.lora import check_lora_targets, lora_config, resolve_lora_targets
 from grpo_budget.train.schedule import planned_saves, prompts_per_generation, schedule
@@ -77,7 +78,8 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
         "planned_checkpoints": planned,
         **({"epochs": t.epochs, "steps_per_epoch": len(subset) // prompts_per_generation(args)}
            if t.epochs is not None else {}),
-        "checkpoints": [{"step": step, "path": str(path)} for step, path in saved],
+        # evaluate checks each adapter against its sha256 before loading it
+        "checkpoints": [{"step": step, "path": str(path), "sha256": adapter_digest(path)} for step, path in saved],
         "labels_bought": labels,
     }
     write_json(manifest, manifest_out)
@@ -119,7 +121,7 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
             train_dataset=train_set,
             processing_class=tokenizer,
             peft_config=lora_config(t.lora, targets, layers),
-            callbacks=[planned_saves(planned)],
+            callbacks=[planned_saves(planned), digest_recorder()],
         )
         if t.report_to != "none":
             trainer.callback_handler.callbacks.insert(0, learnable_share())
@@ -140,6 +142,8 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
     if not any(step == final_step for step, _ in checkpoints(args.output_dir)):
         # Planned saves end at max_steps; should the Trainer stop short of it, keep the final adapter too.
         trainer._save_checkpoint(trainer.model, trial=None)
+        if trainer.is_world_process_zero():  # on_save, which records digests, fires only in the Trainer's own flow
+            record_digests(Path(args.output_dir) / f"checkpoint-{final_step}")
     return trainer.state.log_history, final_step
 
 
