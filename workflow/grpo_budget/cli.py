@@ -46,7 +46,7 @@ def _offline_for_local_models(a: argparse.Namespace) -> None:
 def cmd_prepare(a: argparse.Namespace) -> None:
     from grpo_budget.prepare.splits import prepare
 
-    prepare(a.dataset, {split: path for split, path in (o.split("=", 1) for o in a.out)})
+    prepare(a.dataset, {split: path for split, path in (o.split("=", 1) for o in a.out)}, a.against)
 
 
 def cmd_bootstrap_model(a: argparse.Namespace) -> None:
@@ -178,6 +178,8 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("prepare", help="dataset entry -> pool/test Parquet")
     s.add_argument("--dataset", type=_json, required=True, help="the config's dataset entry (JSON)")
     s.add_argument("--out", nargs="+", required=True, metavar="SPLIT=PATH")
+    s.add_argument("--against", nargs="*", action="extend", default=[], metavar="PATH",
+                   help="other datasets' test tables (Parquet) the pool must share no prompt with (repeatable)")
     s.set_defaults(func=cmd_prepare)
 
     s = sub.add_parser("bootstrap-model", help="train the embedded tiny base model to a target pass rate")

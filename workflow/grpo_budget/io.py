@@ -3,6 +3,7 @@ file is broken and how to recover, instead of a library traceback."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -23,23 +24,55 @@ EARLIER_JOB = ("it is an output of an earlier job; {}rebuild it with `snakemake 
                "your command again")
 
 
+# What a full disk reads like where the errno is lost (Arrow's C++ writers: "basic_ios::clear: iostream error").
+DISK_FULL_TEXT = ("iostream error", "No space left")
+
+
+def disk_full(e: BaseException) -> bool:
+    """Whether ``e`` is a write that failed for want of space."""
+    return (isinstance(e, OSError) and e.errno == errno.ENOSPC) or any(t in str(e) for t in DISK_FULL_TEXT)
+
+
+def _remove(tmp_path: Path | None) -> None:
+    if tmp_path is None:
+        return
+    if tmp_path.is_dir():
+        shutil.rmtree(tmp_path)
+    elif tmp_path.exists():
+        tmp_path.unlink()
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path`` (a file, or a folder the block may create in its place);
-    rename it onto ``path`` only if the block succeeds."""
+    rename it onto ``path`` only if the block succeeds. A full disk is a one-line ``UserError`` (the temporary
+    file removed, ``path`` as it was)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    tmp_path = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        tmp_path = Path(tmp)
         yield tmp_path
         os.replace(tmp_path, path)
+    except (OSError, pyarrow.ArrowException) as e:
+        if not disk_full(e):
+            raise
+        _remove(tmp_path)  # first, so the free space reported is what a re-run has
+        folder = _existing(path.parent)
+        free = shutil.disk_usage(folder).free / 2**20
+        raise UserError(f"{path}: the disk is full ({free:.0f} MiB free on the filesystem of {folder}); free space and "
+                        "run again — nothing was written") from e
     finally:
-        if tmp_path.is_dir():
-            shutil.rmtree(tmp_path)
-        elif tmp_path.exists():
-            tmp_path.unlink()
+        _remove(tmp_path)
+
+
+def _existing(folder: Path) -> Path:
+    """``folder`` or its nearest existing parent (a full disk can stop the folder's own creation)."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder
 
 
 def numbered_path(prefix: str) -> Path:

@@ -40,7 +40,7 @@ JOBS_FILE = "plan/jobs.csv"  # per job: its work, so that a later plan can join 
 # Split sizes of the benchmarks as the loaders build them (pool = train split, test = test split).
 KNOWN_SIZES = {
     "gsm8k": {"pool": 7473, "test": 1319},  # openai/gsm8k main; pool counted from ../shared/data/gsm8k/train.jsonl
-    "math": {"pool": 7498, "test": 5000},  # hendrycks MATH; 2 train items have no gradable gold answer (dropped)
+    "math": {"pool": 7497, "test": 5000},  # hendrycks MATH; 2 train items lack a gradable gold, 1 repeats (dropped)
     "aime2025": {"test": 30},  # AIME 2025 I and II, 15 problems each
 }
 # Share of a split a filter or tier keeps, measured on the pool files in ../shared/data (the test splits are

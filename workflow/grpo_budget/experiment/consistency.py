@@ -1,6 +1,7 @@
 """Settings that pass the schema but would run something other than what was meant -- refused before any job, in
-one line (issue 25): an unknown benchmark ``spec`` key (a typo there falls back to the hub), adaptive bounds that
-would be clamped, two arms that are the same arm, sweep axes that overlap, an answers file with repeated ids."""
+one line (issue 25): an unknown benchmark ``spec`` key (a typo there falls back to the hub), a size a benchmark
+would ignore, adaptive bounds that would be clamped, two arms that are the same arm, sweep axes that overlap, an
+answers file with repeated ids."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ from grpo_budget.select.sources import split_arm
 SPEC_KEYS = ("hub_id", "hub_config", "hub_split", "data_files", "format", "field", "fields", "splits", "objects",
              "pool_size", "test_size", "test_fraction", "max_items", "cache_dir", "drop_ungradable")
 
+# Read only by the BBH loader (grpo_budget.prepare.benchmarks._load_bbh, a seeded split of one set of items); every
+# other benchmark takes its pool and test from the copy's own splits and never looks at them.
+BBH = "bbh_shuffled_objects"
+BBH_ONLY = ("objects", "pool_size", "test_size", "test_fraction")
+
 
 def check(cfg: dict) -> None:
     for name, ds in cfg["datasets"].items():
@@ -24,6 +30,7 @@ def check(cfg: dict) -> None:
         if unknown:
             raise ConfigError(f"config field 'datasets.{name}.spec.{unknown[0]}' is not a spec key (a typo here would "
                               f"load the benchmark from the hub instead); allowed: {', '.join(SPEC_KEYS)}")
+        _sizes(name, ds)
         answers = ds.get("answers")
         if answers and Path(answers).is_file():
             try:
@@ -52,3 +59,21 @@ def check(cfg: dict) -> None:
             if a != b and b.startswith(a + "."):
                 raise ConfigError(f"config field 'sweep.{b}': {a} is swept too, and each of its values sets {b} "
                                   "as well, so variants would be mislabelled; allowed: one of the two")
+
+
+def _sizes(name: str, ds: dict) -> None:
+    """Sizes a real benchmark would ignore: the top-level ones (only built-in generators read them) and the BBH
+    split's keys on another benchmark."""
+    if ds["source"] == "builtin":
+        return
+    for key in ("pool_size", "test_size"):
+        if key in ds:
+            raise ConfigError(f"config field 'datasets.{name}.{key}' is read only by built-in generators; benchmark "
+                              f"{ds.get('benchmark')} would ignore it; allowed: spec.{key} for {BBH}, spec.max_items "
+                              "(a seeded cap per split) for the others")
+    if ds.get("benchmark") != BBH:
+        for key in BBH_ONLY:
+            if key in (ds.get("spec") or {}):
+                raise ConfigError(f"config field 'datasets.{name}.spec.{key}' is read only by {BBH}; benchmark "
+                                  f"{ds.get('benchmark')} takes its pool and test from its own splits and would ignore "
+                                  "it; allowed: spec.splits (which split is which) and spec.max_items (a seeded cap)")

@@ -1,7 +1,6 @@
 """The experiment plan: the grid of runs, every path pattern, the budget label, the typed run listing the aggregate
 stage reads, and the settings each job gets. Pure functions of the validated config; ``common.smk`` only looks
-things up here.
-"""
+things up here."""
 
 from __future__ import annotations
 
@@ -124,6 +123,11 @@ def trainable_datasets(config: dict) -> list[str]:
 def evalsets(config: dict, dataset: str) -> list[str]:
     """Test sets an arm trained on ``dataset`` is evaluated on: its own, then its out-of-distribution sets."""
     return [dataset] + list(config["datasets"][dataset]["ood"])
+
+
+def leak_tests(config: dict, dataset: str) -> list[str]:
+    """The test sets a pool must not share prompts with (prepare's ``--against``): its ``ood`` sets, not its own."""
+    return [] if config["datasets"][dataset]["eval_only"] else [d for d in evalsets(config, dataset) if d != dataset]
 
 
 def trained_models(config: dict) -> list[str]:
@@ -339,8 +343,7 @@ def files_read(lst: Listing, reads: frozenset[str]) -> list[str]:
 
 
 def model_path(config: dict, model: str) -> str:
-    """Where a model is loaded from: the bootstrapped folder, a hub model's fetched copy in ``model_store``, or the
-    configured hub id / path."""
+    """Where a model is loaded from: the bootstrapped folder, a fetched hub model in ``model_store``, or its path."""
     spec = config["models"][model]
     if "bootstrap" in spec:
         return paths(config["results"]).model.format(model=model)

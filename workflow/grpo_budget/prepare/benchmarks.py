@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_budget.prepare.files import _expand, _load_hub, _load_local, _load_source
-from grpo_budget.prepare.rows import _aime, _bbh_frame, _gsm8k, _math, _unique
+from grpo_budget.prepare.rows import _aime, _bbh_frame, _gsm8k, _math, drop_repeats, refuse_repeated_ids
 
 _BOXED = "Put your final answer within \\boxed{}."
 
@@ -102,7 +102,10 @@ def _load_bbh(spec: dict, seed: int) -> dict[str, pd.DataFrame]:
         raise ValueError("bbh: no data loaded")
     every = pd.concat(frames, ignore_index=True)
     every = every[every["n_objects"].isin(objects)].reset_index(drop=True)
-    every["id"] = _unique(every["id"])
+    # Before the split: a question in two files must not land in both the pool and the test set.
+    where = f"bbh_shuffled_objects ({_origin(spec)})"
+    every = drop_repeats(every, where)
+    refuse_repeated_ids(every, where)
     pools, tests = [], []
     for n in objects:
         part = every[every["n_objects"] == n].reset_index(drop=True)
@@ -135,10 +138,26 @@ def _by_split(build: Callable[[pd.DataFrame, dict], pd.DataFrame]) -> Callable[[
     """A loader for a benchmark whose copies come with named splits: each role's frame through ``build``."""
 
     def load(name: str, spec: dict, seed: int) -> dict[str, pd.DataFrame]:
-        roles = _assign_roles(name, spec, _load_source(spec))
-        return {role: build(frame.reset_index(drop=True), spec["fields"]) for role, frame in roles.items()}
+        out = {}
+        for role, frame in _assign_roles(name, spec, _load_source(spec)).items():
+            where = f"{name} {role} ({_origin(spec, (spec.get('splits') or {}).get(role))})"
+            out[role] = drop_repeats(build(frame.reset_index(drop=True), spec["fields"]), where)
+            refuse_repeated_ids(out[role], where)
+        return out
 
     return load
+
+
+def _origin(spec: dict, split: str | None = None) -> str:
+    """Where a benchmark's rows come from, for messages: its data files (the split's, where given by split), else
+    its hub id."""
+    files = spec.get("data_files")
+    if files is None:
+        return f"hub {spec.get('hub_id')}"
+    if isinstance(files, dict):
+        files = files[split] if split in files else list(files.values())
+    parts = files if isinstance(files, (list, tuple)) else [files]
+    return ", ".join(str(f) for part in parts for f in (part if isinstance(part, (list, tuple)) else [part]))
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,10 @@ its column names are given in the config.
 plus difficulty metadata: gsm8k ``n_steps``; math ``level`` (1-5, missing for
 "Level ?"), ``type`` and ``numeric``; bbh ``n_objects`` (and ``n_swaps``).
 
+A question a copy repeats (the same text once case, Unicode form and spacing are
+ignored) is kept once, with a warning; one repeated with different gold answers,
+or an id given to different questions, is a ``UserError`` naming the files.
+
 The registry :data:`grpo_budget.prepare.benchmarks.BENCHMARKS` is the one place a benchmark's name exists: its
 loader, answer type, default instruction, difficulty metadata column and default ``spec``. ``spec`` keys (all
 optional):

@@ -1,11 +1,12 @@
 """Per-benchmark row conversion: a copy's columns (through the spec's ``fields``) onto the project's columns,
-gold answers and ids."""
+gold answers and ids; repeated questions and ids (:func:`drop_repeats`, :func:`refuse_repeated_ids`)."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
-from collections.abc import Iterable
+import unicodedata
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,8 @@ import pandas as pd
 from grpo_budget.errors import UserError
 from grpo_budget.generation.extract import last_boxed
 
+log = logging.getLogger(__name__)
+
 _PLAIN_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
@@ -21,20 +24,67 @@ def _hash(text: str, n: int = 12) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:n]
 
 
-def _unique(ids: Iterable[str]) -> list[str]:
-    seen: dict[str, int] = {}
-    out = []
-    for i in ids:
-        k = seen.get(i, 0)
-        seen[i] = k + 1
-        out.append(i if k == 0 else f"{i}-dup{k}")
-    return out
-
-
 def _safe_id(value: Any) -> str:
     s = str(value).strip()
     s = re.sub(r"\.json$", "", s)
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", s).strip("-")
+
+
+def normalized(text: Any) -> str:
+    """``text`` as repeats and leaks are compared: Unicode NFKC, case-folded, each run of whitespace one space,
+    stripped (a doubled space or a capital letter does not make another question)."""
+    return " ".join(unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", str(text)).casefold()).split())
+
+
+def excerpt(text: Any, n: int = 60) -> str:
+    """``text`` on one line and at most ``n`` characters (an example in a one-line message)."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= n else flat[: max(n - 3, 1)].rstrip() + "..."
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and np.isnan(value)) or str(value).strip() == ""
+
+
+def drop_repeats(frame: pd.DataFrame, where: str = "the data") -> pd.DataFrame:
+    """``frame`` without the rows whose :func:`normalized` prompt repeats an earlier row's, with a one-line warning
+    (count and an example). Each question keeps its first row with a gold answer (else its first row). A question
+    repeated with different gold answers is a :class:`UserError`: which gold is right cannot be told here."""
+    keys = frame["prompt"].map(normalized).reset_index(drop=True)
+    golds = frame["answer"].map(lambda a: None if _missing(a) else str(a).strip()).reset_index(drop=True)
+    spread = pd.DataFrame({"key": keys, "gold": golds}).dropna().groupby("key", sort=False)["gold"].nunique()
+    conflicting = spread[spread > 1]
+    if len(conflicting):
+        same = (keys == conflicting.index[0]).to_numpy()
+        shown = ", ".join(dict.fromkeys(repr(g) for g in golds[same].dropna()))
+        ids = ", ".join(frame["id"].astype(str).to_numpy()[same])
+        raise UserError(f"{where}: {len(conflicting)} question(s) appear more than once with different gold answers "
+                        f"(e.g. {excerpt(frame['prompt'].to_numpy()[same][0])!r} with {shown}: ids {ids}); keep the "
+                        "row with the right answer and drop the others from the data")
+    # Rows with a gold answer first (stable), so a repeat never replaces a gradable row with an ungradable one.
+    order = np.argsort(golds.isna().to_numpy(), kind="stable")
+    kept = np.sort(order[~keys.iloc[order].duplicated().to_numpy()])
+    if len(kept) < len(frame):
+        dropped = np.setdiff1d(np.arange(len(frame)), kept)[0]
+        twin = kept[keys.iloc[kept].to_numpy() == keys.iloc[dropped]][0]
+        ids = frame["id"].astype(str).to_numpy()
+        log.warning("%s: dropped %d repeated question(s), the same text and gold answer as an earlier item once case, "
+                    "Unicode form and spacing are ignored (e.g. %s, a repeat of %s: %r)", where,
+                    len(frame) - len(kept), ids[dropped], ids[twin], excerpt(frame["prompt"].iloc[dropped]))
+    return frame.iloc[kept].reset_index(drop=True)
+
+
+def refuse_repeated_ids(frame: pd.DataFrame, where: str = "the data") -> None:
+    """A :class:`UserError` where one id names different questions (after :func:`drop_repeats`, only a copy's id
+    column can do that: ids from a hash of the question are unique)."""
+    repeated = frame["id"].duplicated(keep=False).to_numpy()
+    if repeated.any():
+        first = frame["id"].to_numpy()[repeated][0]
+        prompts = frame.loc[frame["id"] == first, "prompt"]
+        raise UserError(f"{where}: {frame['id'][repeated].nunique()} id(s) are given to more than one question (e.g. "
+                        f"{first} for {excerpt(prompts.iloc[0], 40)!r} and {excerpt(prompts.iloc[1], 40)!r}); map a "
+                        "column of unique ids with the dataset's spec: {fields: {id: COLUMN}}, or none "
+                        "({fields: {id: null}}) for ids from a hash of the question")
 
 
 def _column(frame: pd.DataFrame, fields: dict, key: str, required: bool = False) -> pd.Series | None:
@@ -133,7 +183,7 @@ def _gsm8k(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
     ids = _item_ids(frame, fields, "gsm8k", questions)
     return pd.DataFrame(
         {
-            "id": _unique(ids),
+            "id": ids,
             "prompt": [q.strip() for q in questions],
             "answer": answers,
             "answer_type": "number",
@@ -156,7 +206,7 @@ def _math(frame: pd.DataFrame, fields: dict, prefix: str = "math") -> pd.DataFra
     ids = _item_ids(frame, fields, prefix, questions)
     return pd.DataFrame(
         {
-            "id": _unique(ids),
+            "id": ids,
             "prompt": [q.strip() for q in questions],
             "answer": answers,
             "answer_type": "math",
@@ -175,7 +225,7 @@ def _aime(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
     ids = _item_ids(frame, fields, "aime2025", questions)
     out = pd.DataFrame(
         {
-            "id": _unique(ids),
+            "id": ids,
             "prompt": [q.strip() for q in questions],
             "answer": answers,
             "answer_type": "number",

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from grpo_budget.errors import UserError
-from grpo_budget.io import write_parquet
+from grpo_budget.io import read_parquet, write_parquet
 from grpo_budget.prepare import framearith, shuffled_objects
 from grpo_budget.prepare.loaders import load_benchmark
+from grpo_budget.prepare.rows import excerpt, normalized
 
 SPLITS = ("pool", "test")
 
@@ -78,10 +79,21 @@ def build(ds: dict) -> dict[str, pd.DataFrame]:
             raise UserError(f"the {split} split has duplicate ids, e.g. {dup}; map a unique id column with "
                             "spec: {fields: {id: COLUMN}} or drop the id mapping")
     if "pool" in frames and "test" in frames:
-        overlap = set(frames["pool"]["prompt"]) & set(frames["test"]["prompt"])
-        if overlap:
-            raise ValueError(f"{len(overlap)} prompts are in both the pool and the test set")
+        check_leak(frames["pool"], frames["test"], "the test set")
     return frames
+
+
+def check_leak(pool: pd.DataFrame, test: pd.DataFrame, where: str,
+               fix: str = "give the pool and the test set disjoint data_files or spec.splits") -> None:
+    """Refuse a pool that shares a prompt with ``test`` (``where``: the test side, as the message names it), compared
+    :func:`~grpo_budget.prepare.rows.normalized`: a doubled space or a capital letter is still the same item."""
+    keys = pool["prompt"].map(normalized)
+    leaked = keys.isin(set(test["prompt"].map(normalized))).to_numpy()
+    if leaked.any():
+        shared = pool["prompt"][leaked]
+        raise UserError(f"{keys[leaked].nunique()} pool prompt(s) are also in {where} once case, Unicode "
+                        f"form and spacing are ignored (e.g. {excerpt(shared.iloc[0])!r}), so a model trained on the "
+                        f"pool would be tested on items it trained on; take them out of the pool's data, or {fix}")
 
 
 def apply_filter(frame: pd.DataFrame, filt: dict | None) -> pd.DataFrame:
@@ -94,9 +106,14 @@ def apply_filter(frame: pd.DataFrame, filt: dict | None) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
-def prepare(ds: dict, outputs: dict[str, str | Path]) -> None:
-    """Write each requested split (``outputs``: split → path)."""
+def prepare(ds: dict, outputs: dict[str, str | Path], against: Iterable[str | Path] = ()) -> None:
+    """Write each requested split (``outputs``: split → path); a pool written is first checked against ``against``,
+    other datasets' test tables (Parquet written here) that its trained models are evaluated on."""
     frames = build(ds)
+    if "pool" in outputs and "pool" in frames:
+        for path in against:
+            check_leak(frames["pool"], read_parquet(path, ["prompt"]), f"the test table {path}",
+                       fix="stop evaluating this pool's models on that set (the dataset's ood list)")
     for split, path in outputs.items():
         if split not in frames:
             raise ValueError(f"dataset has no {split!r} split (it has: {', '.join(frames)})")
