@@ -30,6 +30,23 @@ include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/aggregate.smk"
 
 
+onstart:
+    try:
+        lock.acquire(config["results"])  # one writer per results folder (grpo_budget.lock)
+    except UserError as e:
+        raise WorkflowError(str(e)) from None
+
+
+onsuccess:
+    lock.release(config["results"])
+
+
+onerror:
+    lock.release(config["results"])
+    for line in failures.causes(log):  # the cause of each failed job, beside its log path
+        print(line, file=sys.stderr)
+
+
 rule all:
     input:
         final_targets(),

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from grpo_budget.lock import LOCK_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "configs" / "tiny.yaml"
@@ -123,6 +128,43 @@ def test_a_deleted_intermediate_is_rebuilt_by_the_command_its_error_names(tiny_r
     text = log(snakemake(str(target), *args))
     assert text.count("rule evaluate:") == 1 and "rule train:" not in text and target.exists()
     snakemake(*args)  # what reads it catches up (the fixture's outputs stay whole for the tests after this one)
+
+
+@pytest.mark.slow
+def test_a_failed_jobs_cause_is_on_the_console(tiny_run, tmp_path):
+    """Snakemake's console shows its generic block and the log path; the job's own one-line error is printed too."""
+    args = ("--configfile", str(TINY), "--config", f"results={tiny_run}")
+    target = tiny_run / "runs/tiny/framearith/hard/b0.2/s0/eval/framearith.parquet"
+    shutil.copy2(target, tmp_path / "kept.parquet")
+    target.write_text("garbage")
+    shutil.copystat(tmp_path / "kept.parquet", target)  # same mtime: only the summary job is forced
+    try:
+        out = snakemake(str(tiny_run / "summary.csv"), *args, "--rerun-triggers", "mtime", "--forcerun", "summary",
+                        check=False)
+    finally:
+        shutil.copy2(tmp_path / "kept.parquet", target)
+    assert out.returncode != 0
+    assert (f"cause ({tiny_run}/logs/aggregate/summary.log): grpo-budget: error: {target} is not a readable Parquet "
+            "file") in log(out)
+    assert not (tiny_run / LOCK_FILE).exists()  # released on error too
+    snakemake(*args)  # the summary the failed job removed is rebuilt
+
+
+@pytest.mark.slow
+def test_a_results_folder_in_use_refuses_a_second_run_before_any_job(tiny_run):
+    args = ("--configfile", str(TINY), "--config", f"results={tiny_run}")
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        (tiny_run / LOCK_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": other.pid, "cwd": "/x"}))
+        before = (tiny_run / "summary.csv").stat().st_mtime_ns
+        out = snakemake(str(tiny_run / "summary.csv"), *args, "--forcerun", "summary", check=False)
+        assert out.returncode != 0 and f"this results folder is in use by another run (pid {other.pid} on" in log(out)
+        assert (tiny_run / "summary.csv").stat().st_mtime_ns == before  # no job ran, nothing was deleted
+    finally:
+        other.kill()
+        other.wait()
+    assert "rule summary:" in log(snakemake(str(tiny_run / "summary.csv"), *args, "--forcerun", "summary"))
+    assert not (tiny_run / LOCK_FILE).exists()  # its holder was gone: taken over, then released
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from grpo_budget import lock
 from grpo_budget.cluster import slurm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -287,6 +288,26 @@ def test_sbatch_job_completes_and_shows_in_sacct(slurm_cluster, tmp_path):
     assert wait_for_state(job_id, timeout=120) == "COMPLETED"
     assert (tmp_path / f"{job_id}.out").read_text().strip() == "hello-from-slurm"
     assert [r["id"] for r in sacct_jobs(job_ids=[job_id])] == [job_id]
+
+
+@pytest.mark.slurm
+def test_a_results_lock_held_by_a_slurm_job_is_stale_once_the_job_is_gone(slurm_cluster):
+    """A lock written on another node by a controller running as a SLURM job: live while squeue knows the job
+    running, stale once it is cancelled (grpo_budget.lock asks squeue, for real)."""
+    args = ["sbatch", "--parsable", "-t", "2", "--mem", "100", "-o", "/dev/null", "--wrap", "sleep 120"]
+    if "GRPO_SLURM_ACCOUNT" in slurm_cluster:
+        args[1:1] = ["-A", slurm_cluster["GRPO_SLURM_ACCOUNT"]]
+    out = run(args)
+    assert out.returncode == 0, out.stderr
+    job_id = out.stdout.strip().split(";")[0]
+    record = {"host": "another-node", "pid": 1, "slurm_job_id": job_id}
+    try:
+        assert not lock.is_stale(record, age_s=0)
+    finally:
+        run(["scancel", job_id])
+    wait_for_state(job_id, done=("CANCELLED",), timeout=60)
+    assert lock.is_stale(record, age_s=0)
+    assert lock.is_stale({**record, "slurm_job_id": "999999999"}, age_s=0)  # unknown to SLURM
 
 
 @pytest.mark.slurm

@@ -9,6 +9,7 @@ import sys
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
+from grpo_budget import failures, lock
 from grpo_budget.aggregate.run import OUTPUTS, caption, names
 from grpo_budget.cluster import cost, memory_plan
 from grpo_budget.cluster.rules import RULES, job_pattern, log_folder

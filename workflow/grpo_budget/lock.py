@@ -1,0 +1,119 @@
+"""One writer per results folder: a lock file inside it, held from a run's start to its end.
+
+Snakemake's own lock is per working directory, so two clones (or two configs) pointed at one ``results:`` folder
+would both write it and each report the other's numbers. The lock records who holds it; a holder that is gone
+(a dead process on this host, a SLURM job that no longer exists) leaves a stale lock that the next run takes over.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from grpo_budget.errors import UserError
+
+LOCK_FILE = ".grpo-budget.lock"
+BLANK_GRACE_S = 60  # a lock file being written is blank for an instant; an old blank one is a crashed writer's
+
+
+def holder() -> dict:
+    """This process, as a lock records it."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "cwd": os.getcwd(),
+            "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def _slurm_job_gone(job_id: str) -> bool:
+    """Whether SLURM says the job is unknown (it ended long enough ago to be purged, or never existed)."""
+    try:
+        done = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False  # no way to tell: keep the lock
+    state = done.stdout.strip()
+    return "Invalid job id" in done.stderr or (done.returncode == 0 and state in ("", "COMPLETED", "FAILED",
+                                                                                  "CANCELLED", "TIMEOUT"))
+
+
+def is_stale(record: dict | None, age_s: float, host: str | None = None) -> bool:
+    """Whether a lock's holder is gone. ``record``: the lock's content (None when blank or unreadable);
+    ``age_s``: the lock file's age."""
+    if not isinstance(record, dict):
+        return age_s > BLANK_GRACE_S
+    if record.get("host") == (host or socket.gethostname()) and isinstance(record.get("pid"), int):
+        return not _pid_alive(record["pid"])
+    if record.get("slurm_job_id"):
+        return _slurm_job_gone(str(record["slurm_job_id"]))
+    return False  # another host's process, with no way to ask whether it is alive
+
+
+def describe(record: dict | None) -> str:
+    if not isinstance(record, dict):
+        return "a run whose lock record is unreadable"
+    job = f", SLURM job {record['slurm_job_id']}" if record.get("slurm_job_id") else ""
+    return f"pid {record.get('pid')} on {record.get('host')}{job}, run from {record.get('cwd')}, since {record.get('since')}"
+
+
+def _read(path: Path) -> tuple[dict | None, float]:
+    try:
+        text, age = path.read_text(), time.time() - path.stat().st_mtime
+    except FileNotFoundError:
+        raise
+    except OSError:
+        return None, 0.0
+    try:
+        return json.loads(text), age
+    except ValueError:
+        return None, age
+
+
+def acquire(results: str | os.PathLike) -> Path:
+    """Take the lock of ``results`` for this process (a UserError when a live run holds it); returns its path."""
+    path = Path(results) / LOCK_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    me = holder()
+    for _ in range(3):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                record, age = _read(path)
+            except FileNotFoundError:
+                continue  # released meanwhile
+            if isinstance(record, dict) and record.get("host") == me["host"] and record.get("pid") == me["pid"]:
+                return path
+            if not is_stale(record, age, me["host"]):
+                raise UserError(
+                    f"{results}: this results folder is in use by another run ({describe(record)}); two runs "
+                    f"writing one folder would mix their outputs: wait for it to end or point `results:` at another "
+                    f"folder (if that run is gone, delete {path})") from None
+            path.unlink(missing_ok=True)  # its holder is gone
+            continue
+        with os.fdopen(fd, "w") as f:
+            json.dump(me, f)
+        return path
+    raise UserError(f"{path}: could not take the results folder's lock (it kept changing); run again")
+
+
+def release(results: str | os.PathLike) -> None:
+    """Drop the lock of ``results`` if this process holds it."""
+    path = Path(results) / LOCK_FILE
+    try:
+        record, _ = _read(path)
+    except FileNotFoundError:
+        return
+    me = holder()
+    if isinstance(record, dict) and record.get("host") == me["host"] and record.get("pid") == me["pid"]:
+        path.unlink(missing_ok=True)
