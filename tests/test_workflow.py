@@ -45,6 +45,14 @@ def test_dry_run_job_counts():
     assert counts["bootstrap_model"] == 1
 
 
+def test_a_pools_prepare_job_reads_the_test_tables_of_its_ood_sets():
+    """A pool is checked for shared prompts against the out-of-distribution sets its arms are evaluated on."""
+    out = snakemake("-n", "-p", "--configfile", str(ROOT / "configs/hard-examples.yaml"), "--config",
+                    "results=/tmp/never-written")
+    pool = next(line for line in out.stdout.splitlines() if "--out pool=/tmp/never-written/data/gsm8k/" in line)
+    assert "--against /tmp/never-written/data/aime2025/test.parquet >" in pool
+
+
 @pytest.mark.slow
 def test_every_output_exists_with_columns_and_sane_values(tiny_run):
     r = tiny_run

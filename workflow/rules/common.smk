@@ -81,6 +81,13 @@ def get_dataset(wildcards, name=None):
     return as_json(config["datasets"][name or wildcards.dataset])
 
 
+def get_leak_tests(wildcards):
+    """The test tables a pool is checked against (its ood sets'; its own test split is checked in the job)."""
+    if wildcards.split != "pool":
+        return []
+    return [P.data.format(dataset=d, split="test") for d in plan.leak_tests(config, wildcards.dataset)]
+
+
 def get_model_path(wildcards):
     return plan.model_path(config, wildcards.model)
 

@@ -2,7 +2,10 @@
 
 
 rule prepare:
-    """A dataset entry of the config -> one split (pool or test) as Parquet."""
+    """A dataset entry of the config -> one split (pool or test) as Parquet; a pool shares no prompt with the test
+    sets its arms are evaluated on."""
+    input:
+        against=get_leak_tests,
     output:
         P.data,
     params:
@@ -14,7 +17,8 @@ rule prepare:
     conda:
         CPU_ENV
     shell:
-        "grpo-budget prepare --dataset {params.dataset:q} --out {wildcards.split}={output:q} > {log:q} 2>&1"
+        "grpo-budget prepare --dataset {params.dataset:q} --out {wildcards.split}={output:q}"
+        " --against {input.against:q} > {log:q} 2>&1"
 
 
 if config["model_store"]:
