@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "configs" / "tiny.yaml"
 
 sys.path.insert(0, str(Path(__file__).parent))
+from test_inputs_workflow import planned  # noqa: E402
 from test_workflow import snakemake  # noqa: E402
 
 
@@ -58,6 +59,11 @@ def test_unlabeled_pool_is_selected_by_agreement_and_training_needs_the_bought_a
     summary = pd.read_csv(r / "summary.csv")
     assert list(summary["labels_bought"]) == [40] and summary["subset_mean_pass_rate"].isna().all()
     assert (r / "figures/pass_rate_histogram.png").exists() and (r / "tables/learnable.md").exists()
+
+    bought = pool[["id", "answer"]].assign(answer=lambda f: f["answer"].where(~f["id"].isin(subset["id"][:1]), "-1"))
+    bought.to_csv(answers, index=False)  # one bought answer corrected: training reads it, nothing before it does
+    jobs = planned("--configfile", str(path))
+    assert jobs["train"] == 1 and not {"prepare", "score", "select"} & set(jobs)
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ rule summary:
     input:
         listing=LISTING,
         files=get_output_files("summary"),
+        provenance=provenance_file("summary"),
     output:
         csv=report(P.summary_csv, caption="../report/output.rst", category="Tables", labels={"table": "gains", "format": "CSV, per seed"}),
         md=P.summary_md,
@@ -31,6 +32,7 @@ rule table:
     input:
         listing=LISTING,
         files=lambda wc: get_output_files(wc.name),
+        provenance=provenance_file("table"),
     output:
         csv=report(P.table, caption="../report/output.rst", category="Tables", labels={"table": "{name}", "format": "CSV, per seed"}),
         md=P.table_md,
@@ -56,6 +58,7 @@ rule figure:
     input:
         listing=LISTING,
         files=lambda wc: get_output_files(wc.name),
+        provenance=provenance_file("figure"),
     output:
         png=report(P.figure, caption="../report/output.rst", category="Figures", labels={"figure": "{name}"}),
         pdf=P.figure_pdf,

@@ -7,15 +7,16 @@ import shlex
 import sys
 
 from snakemake.exceptions import WorkflowError
+from snakemake.io import apply_wildcards
 from snakemake.utils import min_version
 
 from grpo_budget import failures, lock
 from grpo_budget.aggregate.run import OUTPUTS, caption, names
 from grpo_budget.cluster import cost, memory_plan
-from grpo_budget.cluster.rules import RULES, job_pattern, log_folder
+from grpo_budget.cluster.rules import RULES, job_name, job_pattern, log_folder
 from grpo_budget.cluster.work import write_jobs
 from grpo_budget.experiment import config as grpo_config
-from grpo_budget.experiment import plan
+from grpo_budget.experiment import plan, provenance
 from grpo_budget.errors import UserError
 from grpo_budget.experiment.schema import ConfigError
 from grpo_budget.hub import fetched, hub_id_of, store_pattern
@@ -49,6 +50,24 @@ def log_file(rule):
 
 def benchmark_file(rule):
     return P.benchmark.format(rule=log_folder(rule), name=job_pattern(config, rule))
+
+
+def provenance_file(rule):
+    """An input function: the job's provenance record (its rule's settings and the digests of the user's files it
+    reads, grpo_budget.experiment.provenance), rewritten only when they change, so an edited data, answers or model
+    file, or another config writing this results folder, re-runs the job. The path is absolute and one folder per
+    job: Snakemake lists a folder's files once, and a file written later in a listed folder counts as missing."""
+
+    def record(wildcards):
+        params = {k: v(wildcards) if callable(v) else apply_wildcards(v, wildcards) if isinstance(v, str) else v
+                  for k, v in workflow.get_rule(rule).params.items()}
+        files = provenance.files_read(config, rule, dict(wildcards.items()), bool(get_model_input(wildcards))
+                                      if "model" in wildcards.keys() else True)
+        path = os.path.abspath(P.provenance.format(rule=rule, name=job_name(config, rule, dict(wildcards.items()))))
+        provenance.record(path, params, files)
+        return path
+
+    return record
 
 
 # Host memory of the GPU rules, scaled to the model (config `models.NAME.size_b`, billions of parameters): the

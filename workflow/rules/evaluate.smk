@@ -6,6 +6,7 @@ rule evaluate_base:
     input:
         test=P.data.replace("{dataset}", "{evalset}").replace("{split}", "test"),
         model=get_model_input,
+        provenance=provenance_file("evaluate_base"),
     output:
         P.base_eval,
     params:
@@ -34,6 +35,7 @@ rule evaluate:
         test=P.data.replace("{dataset}", "{evalset}").replace("{split}", "test"),
         manifest=P.manifest,
         model=get_model_input,
+        provenance=provenance_file("evaluate"),
     output:
         P.run_eval,
     params:

@@ -6,6 +6,7 @@ rule prepare:
     sets its arms are evaluated on."""
     input:
         against=get_leak_tests,
+        provenance=provenance_file("prepare"),
     output:
         P.data,
     params:

@@ -6,6 +6,7 @@ rule score:
     input:
         pool=P.data.replace("{split}", "pool"),
         model=get_model_input,
+        provenance=provenance_file("score"),
     output:
         P.scores,
     params:
@@ -34,6 +35,7 @@ rule verify:
     input:
         subsets=lambda wc: plan.subsets_of(config, wc.model, wc.dataset),
         model=get_model_input,
+        provenance=provenance_file("verify"),
     output:
         P.verify,
     params:

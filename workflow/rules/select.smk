@@ -4,7 +4,8 @@
 rule select:
     """Cut the budget from the scored pool by policy and difficulty source (seeded tie-breaks)."""
     input:
-        get_select_scores,
+        scores=get_select_scores,
+        provenance=provenance_file("select"),
     output:
         P.subset,
     params:
@@ -19,6 +20,6 @@ rule select:
     conda:
         CPU_ENV
     shell:
-        "grpo-budget select --scores {input:q} --policy {wildcards.policy} --budget {wildcards.budget}"
+        "grpo-budget select --scores {input.scores:q} --policy {wildcards.policy} --budget {wildcards.budget}"
         " --seed {wildcards.seed} --rounding {params.rounding} --tiers {params.tiers:q}"
         "{params.group_size}{params.source} --out {output:q} > {log:q} 2>&1"

@@ -6,6 +6,7 @@ rule train:
     input:
         subset=P.subset,
         model=get_model_input,
+        provenance=provenance_file("train"),
     output:
         log=P.train_log,
         manifest=P.manifest,
@@ -34,6 +35,7 @@ rule bootstrap_model:
     """The embedded default's base model: a tiny Llama trained here to a target pass rate."""
     input:
         exclude=lambda wc: P.data.format(dataset=config["models"][wc.model]["bootstrap"]["dataset"], split="test"),
+        provenance=provenance_file("bootstrap_model"),
     output:
         directory(P.model),
     params:

@@ -46,6 +46,7 @@ PATTERNS = {
     "table_html": "tables/{name}.html",
     "log": "logs/{rule}/{name}.log",
     "benchmark": "benchmarks/{rule}/{name}.tsv",
+    "provenance": "provenance/{rule}/{name}/provenance.json",  # a folder per job: see common.smk provenance_file
 }
 
 
@@ -127,7 +128,8 @@ def evalsets(config: dict, dataset: str) -> list[str]:
 
 def leak_tests(config: dict, dataset: str) -> list[str]:
     """The test sets a pool must not share prompts with (prepare's ``--against``): its ``ood`` sets, not its own."""
-    return [] if config["datasets"][dataset]["eval_only"] else [d for d in evalsets(config, dataset) if d != dataset]
+    ds = config["datasets"][dataset]
+    return [] if ds["eval_only"] else [d for d in dict.fromkeys(ds["ood"]) if d != dataset]
 
 
 def trained_models(config: dict) -> list[str]:
@@ -351,8 +353,7 @@ def model_path(config: dict, model: str) -> str:
 
 
 def adaptive_cuts(config: dict) -> dict | None:
-    """What adaptive scoring must settle (``None`` when scoring is not adaptive): the configured policies, every
-    budget, the budget rounding and the base training G (the ``learnable`` policy ranks by it)."""
+    """What adaptive scoring must settle (``None`` if not adaptive): policies, budgets, rounding, training G."""
     if config["scoring"].get("adaptive") is None:
         return None
     budgets = sorted({parse_budget(b) for p in config["policies"] for b in budget_labels(config, p)}, key=str)

@@ -3,6 +3,7 @@ Hugging Face hub, as ``{split: frame}``."""
 
 from __future__ import annotations
 
+import glob
 import json
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,27 @@ def _expand(files: Any) -> list[str]:
             if "*" not in str(f) and not p.exists():
                 raise FileNotFoundError(f"data file not found: {f}")
             out.append(str(f))
+    return out
+
+
+def local_files(data_files: Any) -> list[str]:
+    """Every file a ``spec.data_files`` value names (a path, a folder, a glob, a list or a split -> files mapping),
+    for content tracking; names that match nothing are left out (the prepare job itself names them)."""
+    if data_files is None:
+        return []
+    if isinstance(data_files, dict):
+        return [f for v in data_files.values() for f in local_files(v)]
+    if isinstance(data_files, (str, Path)):
+        data_files = [data_files]
+    out: list[str] = []
+    for f in map(str, data_files):
+        p = Path(f)
+        if p.is_dir():
+            out += sorted(str(q) for q in p.iterdir() if q.is_file() and q.suffix.lstrip(".") in _FORMATS)
+        elif "*" in f:
+            out += sorted(glob.glob(f))
+        elif p.is_file():
+            out.append(f)
     return out
 
 
