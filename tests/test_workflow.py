@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from grpo_budget.io import read_parquet
 from grpo_budget.lock import LOCK_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,23 +139,22 @@ def test_a_deleted_intermediate_is_rebuilt_by_the_command_its_error_names(tiny_r
 
 
 @pytest.mark.slow
-def test_a_failed_jobs_cause_is_on_the_console(tiny_run, tmp_path):
-    """Snakemake's console shows its generic block and the log path; the job's own one-line error is printed too."""
+def test_a_failed_jobs_cause_is_on_the_console(tiny_run):
+    """An evaluation table edited since evaluate wrote it (readable, other numbers): the summary job that reads it
+    sets it aside and fails in one line, which the console shows beside the log path; the same command rebuilds it."""
     args = ("--configfile", str(TINY), "--config", f"results={tiny_run}")
     target = tiny_run / "runs/tiny/framearith/hard/b0.2/s0/eval/framearith.parquet"
-    shutil.copy2(target, tmp_path / "kept.parquet")
-    target.write_text("garbage")
-    shutil.copystat(tmp_path / "kept.parquet", target)  # same mtime: only the summary job is forced
-    try:
-        out = snakemake(str(tiny_run / "summary.csv"), *args, "--rerun-triggers", "mtime", "--forcerun", "summary",
-                        check=False)
-    finally:
-        shutil.copy2(tmp_path / "kept.parquet", target)
+    pd.read_parquet(target).assign(accuracy=1.0).to_parquet(target, index=False)
+    out = snakemake(str(tiny_run / "summary.csv"), *args, "--rerun-triggers", "mtime", "--forcerun", "summary",
+                    check=False)
     assert out.returncode != 0
-    assert (f"cause ({tiny_run}/logs/aggregate/summary.log): grpo-budget: error: {target} is not a readable Parquet "
-            "file") in log(out)
+    assert (f"cause ({tiny_run}/logs/aggregate/summary.log): grpo-budget: error: {target} does not match the sha256 "
+            "recorded when its job wrote it") in log(out)
+    assert not target.exists() and target.with_name(f"{target.name}.mismatch-1").exists()
     assert not (tiny_run / LOCK_FILE).exists()  # released on error too
-    snakemake(*args)  # the summary the failed job removed is rebuilt
+    text = log(snakemake(*args))
+    assert text.count("rule evaluate:") == 1 and "rule train:" not in text
+    assert read_parquet(target)["accuracy"].lt(1).any()
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Repeats, leaks and full disks at prepare, and sizes a benchmark would ignore (issue 25, item 6): each one line,
+"""Repeats and leaks at prepare, and sizes a benchmark would ignore (issue 25, item 6): each one line,
 with a known answer on small local data."""
 
 from __future__ import annotations
@@ -212,58 +212,3 @@ def test_the_bbh_split_keys_are_allowed_where_they_are_read():
     assert config.validate(cfg)
     for name, b in BENCHMARKS.items():
         assert name == consistency.BBH or not set(b.spec) & set(consistency.BBH_ONLY), name
-
-
-# --------------------------------------------------------------------------- (e) a full disk
-
-
-@pytest.fixture
-def free_3_mib(monkeypatch):
-    asked = []
-
-    def usage(folder):
-        asked.append(Path(folder))
-        return shutil._ntuple_diskusage(100 * 2**20, 97 * 2**20, 3 * 2**20)
-
-    monkeypatch.setattr(shutil, "disk_usage", usage)
-    return asked
-
-
-@pytest.mark.parametrize("error", [OSError(errno.ENOSPC, "No space left on device"),
-                                   pyarrow.lib.ArrowIOError("basic_ios::clear: iostream error")])
-def test_a_full_disk_while_writing_parquet(tmp_path, monkeypatch, free_3_mib, error):
-    target = tmp_path / "data" / "pool.parquet"
-    target.parent.mkdir()
-    target.write_bytes(b"the old table")
-
-    def half_written(self, path, **kwargs):
-        Path(path).write_bytes(b"PAR1 half")
-        raise error
-
-    monkeypatch.setattr(pd.DataFrame, "to_parquet", half_written)
-    with pytest.raises(UserError) as e:
-        write_parquet(pd.DataFrame({"a": [1]}), target)
-    assert one_line(e) == (f"{target}: the disk is full (3 MiB free on the filesystem of {target.parent}); free space "
-                           "and run again — nothing was written")
-    assert target.read_bytes() == b"the old table" and [p.name for p in target.parent.iterdir()] == ["pool.parquet"]
-    assert free_3_mib == [target.parent]
-
-
-def test_a_full_disk_while_writing_json(tmp_path, monkeypatch, free_3_mib):
-    def full(self, text, *args, **kwargs):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(Path, "write_text", full)
-    with pytest.raises(UserError, match=r"manifest.json: the disk is full \(3 MiB free"):
-        write_json({"a": 1}, tmp_path / "manifest.json")
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_another_write_error_is_left_alone(tmp_path, monkeypatch):
-    def denied(self, path, **kwargs):
-        raise PermissionError(errno.EACCES, "Permission denied")
-
-    monkeypatch.setattr(pd.DataFrame, "to_parquet", denied)
-    with pytest.raises(PermissionError):
-        write_parquet(pd.DataFrame({"a": [1]}), tmp_path / "x.parquet")
-    assert list(tmp_path.iterdir()) == []

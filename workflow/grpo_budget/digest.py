@@ -6,6 +6,15 @@ import hashlib
 from pathlib import Path
 
 
+def sha256_of(path: str | Path, chunk: int = 1 << 20) -> str:
+    """A file's whole-content sha256 (hex), read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
 def file_digest(path: Path, block: int = 1 << 20, samples: int = 16) -> str:
     """``size:hash`` of a file; files over ``samples`` blocks hash that many evenly spaced blocks, so that a
     multi-GB weight file costs 16 MiB of reading yet any re-trained or re-bootstrapped weights change it."""

@@ -16,6 +16,7 @@ import pandas as pd
 import pyarrow
 import pyarrow.parquet as pq
 
+from grpo_budget.digest import sha256_of
 from grpo_budget.errors import UserError
 
 # Snakemake does not rebuild a missing intermediate whose consumers are up to date, so "run it again" alone would do
@@ -84,9 +85,17 @@ def numbered_path(prefix: str) -> Path:
     return Path(f"{prefix}{i}")
 
 
+def digest_path(path: str | os.PathLike) -> Path:
+    """Where a Parquet output's sha256 is recorded: a hidden file beside it."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.sha256")
+
+
 def write_parquet(df: pd.DataFrame, path: str | os.PathLike) -> None:
+    """Write atomically and record the file's sha256 beside it (``read_parquet`` checks it)."""
     with atomic_path(path) as tmp:
         df.to_parquet(tmp, index=False)
+        write_text(sha256_of(tmp) + "\n", digest_path(path))
 
 
 def write_text(text: str, path: str | os.PathLike) -> None:
@@ -116,6 +125,7 @@ def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> p
     if not path.is_file():
         raise UserError(f"{path} does not exist: {EARLIER_JOB.format('', path)}")
     rebuild = EARLIER_JOB.format("delete it and ", path)
+    _check_recorded_digest(path)
     try:
         # The footer holds the schema: reading it first tells a broken file from a missing column.
         missing = [c for c in columns or [] if c not in pq.read_schema(path).names]
@@ -127,3 +137,18 @@ def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> p
     except (OSError, ValueError, pyarrow.ArrowException) as e:
         reason = " ".join(str(e).split())  # one line, as the CLI prints it
         raise UserError(f"{path} is not a readable Parquet file ({reason}): {rebuild}") from e
+
+
+def _check_recorded_digest(path: Path) -> None:
+    """A Parquet output edited or damaged since it was written (readable, but not what its job wrote) is moved
+    aside, so that naming it as the target rebuilds it, and refused in one line."""
+    try:
+        recorded = digest_path(path).read_text().strip()
+    except OSError:
+        return  # not written by this package (a user's file) or by an older version
+    if sha256_of(path) == recorded:
+        return
+    aside = numbered_path(f"{path}.mismatch-")
+    os.replace(path, aside)
+    raise UserError(f"{path} does not match the sha256 recorded when its job wrote it (edited or damaged since): "
+                    f"moved it to {aside}; {EARLIER_JOB.format('', path)}")

@@ -8,7 +8,6 @@ aside and starts fresh rather than resuming someone else's trajectory. Each chec
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -16,6 +15,7 @@ import struct
 import zipfile
 from pathlib import Path
 
+from grpo_budget.digest import sha256_of
 from grpo_budget.errors import UserError
 from grpo_budget.io import numbered_path, read_json, write_json
 from grpo_budget.train.fingerprint import differing_parts
@@ -27,7 +27,6 @@ FINGERPRINT_FILE = "fingerprint.json"
 INCOMPLETE_DIR = "incomplete"
 DIGEST_FILE = "sha256.json"
 ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")
-CHUNK = 1 << 20
 
 
 def checkpoints(folder: str | Path) -> list[tuple[int, Path]]:
@@ -85,14 +84,6 @@ def _digest_mismatch(checkpoint: Path) -> str | None:
         if sha256_of(path) != digest:
             return f"{name} does not match its recorded sha256"
     return None
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def record_digests(checkpoint: Path) -> dict[str, str]:
