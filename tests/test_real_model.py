@@ -6,6 +6,8 @@ tokens, a chat template, pad = end of turn, real Llama module names for LoRA."""
 from __future__ import annotations
 
 import json
+import math
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,6 +24,8 @@ CONFIG = ROOT / "tests" / "configs" / "smollm2.yaml"
 LLAMA_PROJECTIONS = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / "generation"))
+import vllm_worker  # noqa: E402
 from conftest import run_snakemake  # noqa: E402
 
 
@@ -100,3 +104,49 @@ def test_greedy_answers_stop_at_the_end_of_turn_and_do_not_depend_on_padding(smo
     assert [c[0].text for c in together] == [c[0].text for c in one_by_one]  # left padding changes nothing
     first = together[0][0]
     assert first.text == "The capital of France is Paris." and first.finished and first.n_tokens == 8
+
+
+@pytest.fixture(scope="session")
+def smollm2_backends(smollm2_run, smollm2_dir, vllm_python, tmp_path_factory) -> dict[str, Path]:
+    """Both backends on SmolLM2 (tests/generation/vllm_worker.py): greedy answers to the 12 test items with the base
+    model and the hard arm's last checkpoint, and the 12 pool items sampled K=8 at temperature 1."""
+    base = tmp_path_factory.mktemp("smollm2-backends")
+    spec = {"model": str(smollm2_dir), "max_lora_rank": 4, "halves": False,
+            "adapter": str(smollm2_run / "runs/smol/bbh3/hard/b0.5/s0/checkpoints/checkpoint-2"),
+            "pool": str(smollm2_run / "data/bbh3/pool.parquet"), "test": str(smollm2_run / "data/bbh3/test.parquet"),
+            "dataset": {"benchmark": "bbh_shuffled_objects", "prompt": {"chat_template": "auto"},
+                        "grading": {"mode": "lenient", "pattern": None}},
+            "greedy": {"max_new_tokens": 48}, "sampling": {"n": 8, "max_new_tokens": 48}}
+    (base / "vllm.json").write_text(json.dumps(dict(spec, backend="vllm", out=str(base / "vllm"))))
+    out = subprocess.run([vllm_python, str(ROOT / "tests/generation/vllm_worker.py"), str(base / "vllm.json")],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, f"vLLM worker failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}"
+    timing = vllm_worker.run(dict(spec, backend="transformers", out=str(base / "transformers")))
+    print("SmolLM2 transformers:", timing, "| vllm:", (base / "vllm/timing.json").read_text().replace("\n", ""))
+    return {"transformers": base / "transformers", "vllm": base / "vllm"}
+
+
+@pytest.mark.slow
+def test_both_backends_give_smollm2_the_same_greedy_answers(smollm2_backends):
+    """The same text, token count and stop reason from vLLM (CPU, float32) and transformers, base and LoRA."""
+    for name in ("greedy_base", "greedy_lora"):
+        hf = pd.read_parquet(smollm2_backends["transformers"] / f"{name}.parquet")
+        vl = pd.read_parquet(smollm2_backends["vllm"] / f"{name}.parquet")
+        assert len(hf) == 12
+        pd.testing.assert_frame_equal(hf, vl, obj=name)
+
+
+@pytest.mark.slow
+def test_both_backends_sample_smollm2_at_the_same_pass_rates(smollm2_backends):
+    """The paired two-sample test of tests/generation/test_vllm.py on SmolLM2's pool: H0, each item's correct count is
+    Binomial(8, p_i) with the same p_i under both backends; z = sum(d_i) / sqrt(sum(d_i^2)) over the item-wise
+    differences, rejected at two-sided alpha = 0.01 (|z| > 2.576). With 12 items the normal approximation is rough
+    and the power low (it catches a gross shift, such as a chat template or stop token missing on one side)."""
+    hf = pd.read_parquet(smollm2_backends["transformers"] / "pool_whole.parquet")
+    vl = pd.read_parquet(smollm2_backends["vllm"] / "pool_whole.parquet")
+    assert list(hf["id"]) == list(vl["id"]) and (hf["n_samples"] == 8).all() and (vl["n_samples"] == 8).all()
+    d = (vl["n_correct"] - hf["n_correct"]).to_numpy()
+    z = d.sum() / math.sqrt((d**2).sum()) if (d**2).sum() else 0.0
+    print(f"SmolLM2 pool pass rate: transformers {hf['pass_rate'].mean():.4f}, vLLM {vl['pass_rate'].mean():.4f}; z = {z:.2f}")
+    assert abs(z) < 2.576
+    assert (hf["samples"].map(list) != vl["samples"].map(list)).any()  # two independent draws

