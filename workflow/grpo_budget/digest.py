@@ -37,12 +37,15 @@ def model_digest(model_path: str) -> dict:
     folder = Path(model_path)
     if not folder.is_dir():
         return {"path": model_path, "revision": _hub_revision(model_path)}
-    files = {}
-    for p in sorted(folder.rglob("*")):
-        rel = p.relative_to(folder)
-        if p.is_file() and not any(part.startswith(".") for part in rel.parts):
-            files[rel.as_posix()] = file_digest(p)
+    files = {p.relative_to(folder).as_posix(): file_digest(p) for p in model_files(folder)}
     return {"path": model_path, "files": files}
+
+
+def model_files(folder: str | Path) -> list[Path]:
+    """A model folder's files, sorted; hidden ones (a download's caches) skipped."""
+    root = Path(folder)
+    return [p for p in sorted(root.rglob("*"))
+            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)]
 
 
 def _hub_revision(model_id: str) -> str | None:

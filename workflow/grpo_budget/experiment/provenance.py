@@ -16,7 +16,7 @@ import os
 import time
 from pathlib import Path
 
-from grpo_budget.digest import file_digest
+from grpo_budget.digest import file_digest, model_files
 from grpo_budget.io import write_json
 from grpo_budget.prepare.files import local_files
 
@@ -38,15 +38,8 @@ def files_read(config: dict, rule: str, wildcards: dict, made_by_rules: bool) ->
         files.append(ds["answers"])
     model = config["models"].get(wildcards.get("model", ""), {})
     if rule in MODEL_RULES and not made_by_rules and os.path.isdir(model.get("path", "")):
-        files += model_files(model["path"])
+        files += [str(p) for p in model_files(model["path"])]
     return files
-
-
-def model_files(folder: str) -> list[str]:
-    """A model folder's files, hidden ones (a download's caches) skipped."""
-    root = Path(folder)
-    return [str(p) for p in sorted(root.rglob("*"))
-            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)]
 
 
 @functools.lru_cache(maxsize=None)

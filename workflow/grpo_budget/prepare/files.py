@@ -15,6 +15,11 @@ from grpo_budget.errors import UserError
 _FORMATS = {"json": "json", "jsonl": "json", "parquet": "parquet", "csv": "csv", "arrow": "arrow"}
 
 
+def _folder_files(folder: Path) -> list[str]:
+    """The data files a folder named in ``data_files`` stands for: those of a known format, sorted."""
+    return sorted(str(q) for q in folder.iterdir() if q.is_file() and q.suffix.lstrip(".") in _FORMATS)
+
+
 def _expand(files: Any) -> list[str]:
     if isinstance(files, (str, Path)):
         files = [files]
@@ -22,9 +27,7 @@ def _expand(files: Any) -> list[str]:
     for f in files:
         p = Path(f)
         if p.is_dir():
-            found = sorted(
-                str(q) for q in p.iterdir() if q.is_file() and q.suffix.lstrip(".") in _FORMATS
-            )
+            found = _folder_files(p)
             if not found:
                 raise FileNotFoundError(f"no data files (json/jsonl/parquet/csv) in {p}")
             out.extend(found)
@@ -48,7 +51,7 @@ def local_files(data_files: Any) -> list[str]:
     for f in map(str, data_files):
         p = Path(f)
         if p.is_dir():
-            out += sorted(str(q) for q in p.iterdir() if q.is_file() and q.suffix.lstrip(".") in _FORMATS)
+            out += _folder_files(p)
         elif "*" in f:
             out += sorted(glob.glob(f))
         elif p.is_file():
