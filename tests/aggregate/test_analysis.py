@@ -8,13 +8,14 @@ import math
 import subprocess
 import sys
 from dataclasses import replace
+from types import SimpleNamespace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_budget import learnability, stats
+from grpo_budget import learnability, power, stats
 from grpo_budget.aggregate import gains, learnable, run, tiers, verdicts
 from grpo_budget.aggregate.run import OUTPUTS, names
 from grpo_budget.experiment import config, plan
@@ -325,17 +326,61 @@ def test_the_answer_names_only_distinguishable_differences():
     said to beat easy."""
     from grpo_budget.aggregate.render_arms import answer_sentences
 
-    def row(a, b, acc_a, acc_b, verdict):
+    def row(a, b, acc_a, acc_b, verdict, seeds_needed=np.nan):
         return {"model": "m", "dataset": "d", "evalset": "d", "budget": "0.1", "ood": False, "arm_a": a, "arm_b": b,
-                "seeds_a": 2, "seeds_b": 2, "acc_a": acc_a, "acc_b": acc_b, "base_acc": 0.3, "verdict": verdict}
+                "seeds_a": 2, "seeds_b": 2, "acc_a": acc_a, "acc_b": acc_b, "base_acc": 0.3, "verdict": verdict,
+                "seeds_needed": seeds_needed}
 
-    pairs = [row("hard", "medium", 0.50, 0.45, "not distinguishable"), row("hard", "easy", 0.50, 0.40, "hard better"),
-             row("medium", "easy", 0.45, 0.40, "not distinguishable")]
+    pairs = [row("hard", "medium", 0.50, 0.45, "not distinguishable", 7.0),
+             row("hard", "easy", 0.50, 0.40, "hard better"),
+             row("medium", "easy", 0.45, 0.40, "not distinguishable", np.inf)]
     ranks = {"hard": 1, "medium": 1, "easy": 2}
     table = pd.DataFrame([{**p, "rank_a": ranks[p["arm_a"]], "rank_b": ranks[p["arm_b"]]} for p in pairs])
     (sentence,) = answer_sentences(table, 0.95)
-    assert "hard ranks first, distinguishably above easy, not distinguishable from medium" in sentence
-    assert "medium ranks first, above no arm distinguishably, not distinguishable from hard, easy" in sentence
+    assert ("hard ranks first, distinguishably above easy, not distinguishable from medium (7 seeds per arm for 80% "
+            "power)") in sentence
+    assert ("medium ranks first, above no arm distinguishably, not distinguishable from hard (7 seeds per arm for "
+            "80% power), easy (more test items needed)") in sentence
+    table["seeds_a"] = 1  # one seed: run-to-run variance unknown
+    table["seeds_needed"] = np.nan
+    (sentence,) = answer_sentences(table, 0.95)
+    assert "not distinguishable from medium (≥ 2 seeds per arm to estimate)" in sentence
+
+
+def test_verdicts_say_how_many_seeds_would_decide(monkeypatch):
+    """Three seeds, 400 items: hard vs random (3 points apart) is undecided and gets the seeds that would decide it,
+    as power.seeds_needed computes it for the table's bootstrap; the pairs with easy (20 points below) are decided."""
+    rng = np.random.default_rng(0)
+    p_item = rng.uniform(0.1, 0.9, 400)
+
+    def arm(shift):
+        p = np.clip(p_item + shift + rng.normal(0, 0.02, (3, 1)), 0, 1)
+        return {"final": (rng.random((3, 400)) < p).astype(float), "best": np.ones((3, 400)), "base": 0.3,
+                "ood": False}
+
+    arms = {"hard": arm(0.03), "random": arm(0.0), "easy": arm(-0.2)}
+    monkeypatch.setattr(verdicts, "_arms", lambda runs: {("m", "fa", "fa", "0.5", ""): arms})
+    t = verdicts.verdict_table(SimpleNamespace(variants={}), ANALYSIS)
+    cols = list(t.columns)
+    assert cols[cols.index("verdict") + 1:cols.index("verdict") + 3] == ["detectable_pts", "seeds_needed"]
+    assert (t["detectable_pts"] > 0).all()
+    tie = _row(t, arm_a="hard", arm_b="random")
+    assert tie["verdict"] == "not distinguishable"
+    c = power.variance_components(arms["hard"]["final"], arms["random"]["final"])
+    assert tie["seeds_needed"] == power.seeds_needed(tie["diff_pts"], c, 0.95, test="bootstrap") > 3
+    assert tie["detectable_pts"] == pytest.approx(power.detectable_difference(c, 0.95, test="bootstrap"))
+    decided = t[t["arm_b"] == "easy"]
+    assert decided["verdict"].str.endswith(" better").all() and decided["seeds_needed"].isna().all()
+
+
+def test_verdicts_with_one_seed_cannot_size_the_seeds(synthetic, tmp_path):
+    out = [str(tmp_path / f"v.{x}") for x in ("csv", "md", "html")]
+    run.run("verdicts", synthetic, out, SETTINGS)
+    v = pd.read_csv(out[0])
+    row = _row(v, evalset="fa")  # hard (1 seed) vs random (2 seeds), 8 items: undecided
+    assert row["verdict"] == "not distinguishable" and np.isnan(row["detectable_pts"]) and np.isnan(row["seeds_needed"])
+    md = (tmp_path / "v.md").read_text()
+    assert "| detectable (pts) | seeds to decide |" in md and "| – | ≥ 2 seeds per arm to estimate |" in md
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import pandas as pd
 
 from grpo_budget.aggregate.read import _label
 from grpo_budget.io import atomic_path, write_text
+from grpo_budget.power import POWER
 
 
 def _f(x: float, fmt: str) -> str:
@@ -27,6 +28,15 @@ def _mean_sd(mean: float, sd: float, n: int, fmt: str = "+.1f", scale: float = 1
 
 def _interval_text(lo: float, hi: float, fmt: str = "+.1f", scale: float = 1.0) -> str:
     return f"[{_f(scale * lo, fmt)}, {_f(scale * hi, fmt)}]"
+
+
+def _seeds_text(needed: float, seeds_a: int, seeds_b: int) -> str:
+    """A verdict row's ``seeds_needed`` in words; empty when there is nothing to say (a decided pair)."""
+    if np.isfinite(needed):
+        return f"{int(needed)} seeds per arm for {POWER:.0%} power"
+    if needed == np.inf:
+        return "more test items needed"
+    return "≥ 2 seeds per arm to estimate" if min(seeds_a, seeds_b) < 2 else ""
 
 
 def _markdown_table(df: pd.DataFrame) -> list[str]:

@@ -19,6 +19,7 @@ from grpo_budget.aggregate.render import (
     _mean_sd,
     _pct,
     _sections,
+    _seeds_text,
     _with_variant,
     _write_outputs,
 )
@@ -84,7 +85,8 @@ def write_summary(runs: Listing, outs: list[str], s: Analysis) -> None:
 
 def answer_sentences(verdicts: pd.DataFrame, level: float) -> list[str]:
     """The answer, one sentence per model × dataset × budget (in distribution), from the verdict table: the
-    first-ranked arms, and for each the arms it is distinguishably better than and those it cannot be told from."""
+    first-ranked arms, and for each the arms it is distinguishably better than and those it cannot be told from,
+    with the seeds per arm that would tell them apart (``seeds_needed``)."""
     lines = []
     own = verdicts[~verdicts["ood"].astype(bool)] if len(verdicts) else verdicts
     for key, g in _sections(own, PANEL + keys_in(own, ["budget", "variant"])):
@@ -101,7 +103,9 @@ def answer_sentences(verdicts: pd.DataFrame, level: float) -> list[str]:
             mine = g[(g["arm_a"] == leader) | (g["arm_b"] == leader)]
             other = np.where(mine["arm_a"] == leader, mine["arm_b"], mine["arm_a"])
             beats = [o for o, v in zip(other, mine["verdict"]) if v == f"{leader} better"]
-            ties = [o for o, v in zip(other, mine["verdict"]) if v == "not distinguishable"]
+            ties = [o + (f" ({text})" if (text := _seeds_text(n, sa, sb)) else "")
+                    for o, v, n, sa, sb in zip(other, mine["verdict"], mine["seeds_needed"], mine["seeds_a"],
+                                               mine["seeds_b"]) if v == "not distinguishable"]
             clause = f"{leader} ranks first"
             clause += f", distinguishably above {', '.join(beats)}" if beats else ", above no arm distinguishably"
             clause += f", not distinguishable from {', '.join(ties)}" if ties else ""

@@ -11,10 +11,20 @@ import pandas as pd
 from grpo_budget.aggregate.calibration import label_free_calibration
 from grpo_budget.aggregate.outputs import output
 from grpo_budget.aggregate.read import PANEL, keys_in
-from grpo_budget.aggregate.render import _f, _heading, _interval_text, _pct, _sections, _with_variant, _write_outputs
+from grpo_budget.aggregate.render import (
+    _f,
+    _heading,
+    _interval_text,
+    _pct,
+    _sections,
+    _seeds_text,
+    _with_variant,
+    _write_outputs,
+)
 from grpo_budget.aggregate.verdicts import FULL_POLICY, rankings, steps_to_match, verdict_table
 from grpo_budget.experiment.plan import Listing
 from grpo_budget.experiment.settings import Analysis
+from grpo_budget.power import MAX_SEEDS, POWER
 
 
 @output("verdicts", "table", reads={"evals"})
@@ -28,6 +38,9 @@ def write_verdicts(runs: Listing, outs: list[str], s: Analysis) -> None:
             "A − B (pts)": g["diff_pts"].map(lambda x: _f(x, "+.1f")),
             f"{s.level:.0%} interval": [_interval_text(lo, hi) for lo, hi in zip(g["diff_lo"], g["diff_hi"])],
             "verdict": g["verdict"],
+            "detectable (pts)": g["detectable_pts"].map(lambda x: _f(x, ".1f")),
+            "seeds to decide": [_seeds_text(n, a, b) or "–"
+                                for n, a, b in zip(g["seeds_needed"], g["seeds_a"], g["seeds_b"])],
             "best ckpt: A − B": [f"{_f(d, '+.1f')} {_interval_text(lo, hi)}"
                                  for d, lo, hi in zip(g["best_diff_pts"], g["best_diff_lo"], g["best_diff_hi"])],
             "best-ckpt verdict": g["best_verdict"],
@@ -42,7 +55,11 @@ def write_verdicts(runs: Listing, outs: list[str], s: Analysis) -> None:
             f"(chosen on the test set, so optimistic), with a {s.level:.0%} paired bootstrap interval that "
             "resamples test items (shared by both arms) and, when an arm ran several seeds, its seeds (so "
             "run-to-run variance counts). Verdict: A or B better when the interval excludes 0, else not "
-            "distinguishable. An arm's rank is 1 + the number of arms distinguishably better than it.")
+            "distinguishable. An arm's rank is 1 + the number of arms distinguishably better than it. Detectable: the "
+            f"smallest true difference (final checkpoint) these seeds and items decide with {POWER:.0%} power in this "
+            "bootstrap; seeds to decide (undecided pairs): the seeds per arm, on the same items, that would decide "
+            f"the observed difference with {POWER:.0%} power, or more test items needed (the items alone leave it "
+            f"undecided, or it takes over {MAX_SEEDS} seeds).")
     _write_outputs(outs, table, "Which subset bought more: arm against arm", note, sections)
 
 

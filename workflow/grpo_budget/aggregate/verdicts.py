@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from grpo_budget import stats
+from grpo_budget import power, stats
 from grpo_budget.aggregate.read import _policy_rank, _records, _sort_arms, finish
 from grpo_budget.experiment.plan import FULL_LABEL, Listing
 from grpo_budget.experiment.settings import Analysis
@@ -41,7 +41,12 @@ def verdict_table(runs: Listing, s: Analysis) -> pd.DataFrame:
     """Every pair of policies on the same model, dataset, test set and budget: the difference in final (and
     best-checkpoint) accuracy, A − B in points, with a paired bootstrap interval over test items (and over each
     arm's seeds when it has several), the verdict, and each arm's rank (1 + the arms distinguishably better).
-    With a sweep, policies are compared within each variant (the ``variant`` column)."""
+    With a sweep, policies are compared within each variant (the ``variant`` column).
+
+    Final accuracy only: ``detectable_pts``, the smallest true difference these seeds and items decide with power
+    :data:`grpo_budget.power.POWER`, and for undecided pairs ``seeds_needed``, the seeds per arm (same items) that
+    would decide the observed difference with that power (``inf``: more test items needed; NaN with a one-seed arm,
+    whose run-to-run variance is unknown), both sized for this bootstrap (:mod:`grpo_budget.power`)."""
     rows = []
     for (model, dataset, evalset, budget, variant), arms in _arms(runs).items():
         names = sorted(arms, key=_policy_rank)
@@ -60,6 +65,11 @@ def verdict_table(runs: Listing, s: Analysis) -> pd.DataFrame:
                                 f"{prefix}verdict": {"A": f"{a} better", "B": f"{b} better"}.get(v, "not distinguishable")})
                     if which == "final":
                         better[(a, b)], better[(b, a)] = v == "A", v == "B"
+                        # sized for this table's own bootstrap verdict, which is what more seeds would be judged by
+                        c = power.variance_components(arms[a]["final"], arms[b]["final"])
+                        row["detectable_pts"] = float(power.detectable_difference(c, s.level, test="bootstrap"))
+                        row["seeds_needed"] = (power.seeds_needed(d["diff_pts"], c, s.level, test="bootstrap")
+                                               if v == "tie" else np.nan)
                         row.update(seeds_a=int(arms[a]["final"].shape[0]), seeds_b=int(arms[b]["final"].shape[0]),
                                    n_items=int(arms[a]["final"].shape[1]))
                 pair_rows.append(row)
@@ -68,7 +78,8 @@ def verdict_table(runs: Listing, s: Analysis) -> pd.DataFrame:
             row.update(rank_a=ranks[row["arm_a"]], rank_b=ranks[row["arm_b"]], base_acc=arms[row["arm_a"]]["base"])
         rows += pair_rows
     cols = ["model", "dataset", "evalset", "budget", "variant", "ood", "arm_a", "arm_b", "seeds_a", "seeds_b", "n_items",
-            "base_acc", "acc_a", "acc_b", "diff_pts", "diff_lo", "diff_hi", "verdict", "rank_a", "rank_b",
+            "base_acc", "acc_a", "acc_b", "diff_pts", "diff_lo", "diff_hi", "verdict", "detectable_pts", "seeds_needed",
+            "rank_a", "rank_b",
             "best_acc_a", "best_acc_b", "best_diff_pts", "best_diff_lo", "best_diff_hi", "best_verdict"]
     if not rows:
         return finish(pd.DataFrame(columns=cols), runs)
