@@ -5,7 +5,7 @@ drive that one by subprocess. Without it they skip, saying so; under CI (``CI=tr
 What they show, against the transformers backend of the main environment, on the embedded default's calibrated
 model, its pool and test set and one of its LoRA checkpoints (all from the session's embedded-default run):
 greedy completions identical (base and LoRA); sampled pass rates equal within sampling error; an item's samples
-the same whether the pool is scored whole or in two halves; and ``tests/configs/tiny.yaml`` end to end with
+the same whether the pool is scored whole or in two halves; and the embedded default end to end with
 ``--config backend=vllm`` writing every output with the transformers run's schema.
 """
 
@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import vllm_worker
-from conftest import ROOT, TINY, run_snakemake
+from conftest import ROOT, run_snakemake
 
 from grpo_budget.generation import backends as generation
 
@@ -141,18 +141,18 @@ def _schema(path: Path):
 
 
 @pytest.mark.slow
-def test_tiny_workflow_with_vllm_writes_every_output_with_the_same_schema(tiny_run, vllm_python, tmp_path):
-    """``snakemake --config backend=vllm`` on ``tests/configs/tiny.yaml``, from the vLLM environment (its jobs run
-    its ``grpo-budget``): every output of the transformers run exists, with the same columns and types. The base
-    model and the prepared data are copied from the transformers run (neither depends on the backend: the bootstrap
+def test_embedded_default_with_vllm_writes_every_output_with_the_same_schema(embedded_default_run, vllm_python,
+                                                                            tmp_path):
+    """``snakemake --config backend=vllm`` on the embedded default, from the vLLM environment (its jobs run its
+    ``grpo-budget``): every output of the transformers run exists, with the same columns and types. The base model
+    and the prepared data are copied from the transformers run (neither depends on the backend: the bootstrap
     trains and calibrates with transformers either way); scoring, selection, verification, training (on the subsets
-    that vLLM's scores select), evaluation and aggregation all run. (The embedded default's own config differs only
-    in sizes and adaptive scoring, which the backend does not touch; this config takes a fifth of its time.)"""
-    hf = tiny_run
+    that vLLM's scores select), evaluation and aggregation all run."""
+    hf = embedded_default_run
     vl = tmp_path / "results"
     for part in ("data", "models"):
         shutil.copytree(hf / part, vl / part)
-    run_snakemake(vllm_python, "--configfile", str(TINY), "--config", f"results={vl}", "backend=vllm")
+    run_snakemake(vllm_python, "--config", f"results={vl}", "backend=vllm")
     for rule in ("score", "verify", "evaluate_base", "evaluate"):  # every generating job ran a vLLM engine
         logs = list((vl / "logs" / rule).glob("*.log"))
         assert logs and all("LLM engine" in log.read_text() for log in logs), f"a {rule} job did not run vLLM"
