@@ -30,7 +30,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from grpo_budget.stats import _as_seed_items, _check_level
+from grpo_budget.stats import _check_level, paired_seed_items
 
 __all__ = ["MAX_SEEDS", "POWER", "Components", "detectable_difference", "difference_variance", "seeds_needed",
            "variance_components"]
@@ -59,11 +59,11 @@ class Components:
 
 
 def _noise(mat: np.ndarray) -> float:
-    """Residual mean square of the two-way (seeds x items) fit: estimates the items' average noise variance,
-    unbiased even when it differs by item (0/1 scores: p(1 - p) per item)."""
+    """Residual mean square of the two-way (seeds x items) fit, at least 2 x 2: estimates the items' average noise
+    variance, unbiased even when it differs by item (0/1 scores: p(1 - p) per item)."""
     s, n = mat.shape
     resid = mat - mat.mean(axis=1, keepdims=True) - mat.mean(axis=0, keepdims=True) + mat.mean()
-    return float((resid ** 2).sum() / ((s - 1) * (n - 1))) if n > 1 else math.nan
+    return float((resid ** 2).sum() / ((s - 1) * (n - 1)))
 
 
 def variance_components(a: object, b: object) -> Components:
@@ -72,10 +72,8 @@ def variance_components(a: object, b: object) -> Components:
     ``seed_r``: sample variance (ddof 1) of arm r's per-seed means. ``item``: sample variance over items of the
     per-item difference of seed-averaged scores, which also carries each arm's noise averaged over its seeds, so
     ``noise_a / s_A + noise_b / s_B`` is subtracted (clipped at 0 when noise explains all of it)."""
-    A, B = _as_seed_items(a, "a"), _as_seed_items(b, "b")
-    (sa, n), (sb, nb) = A.shape, B.shape
-    if n != nb:
-        raise ValueError(f"a and b must score the same items: {n} vs {nb} items")
+    A, B = paired_seed_items(a, b)
+    (sa, n), (sb, _) = A.shape, B.shape
     if min(sa, sb) < 2 or n < 2:
         nan = math.nan
         return Components(nan, nan, nan, nan, nan, int(n), int(sa), int(sb))

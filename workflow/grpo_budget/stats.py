@@ -31,6 +31,7 @@ __all__ = [
     "mean_spread",
     "paired_bootstrap_gain",
     "paired_difference_ci",
+    "paired_seed_items",
     "rank_tiers",
     "relative_gain",
     "verdict",
@@ -236,6 +237,14 @@ def _as_seed_items(values: object, name: str) -> np.ndarray:
     return mat
 
 
+def paired_seed_items(a: object, b: object) -> tuple[np.ndarray, np.ndarray]:
+    """Two arms' (seeds x items) matrices (:func:`_as_seed_items`), refused unless they score the same items."""
+    A, B = _as_seed_items(a, "a"), _as_seed_items(b, "b")
+    if A.shape[1] != B.shape[1]:
+        raise ValueError(f"a and b must score the same items: {A.shape[1]} vs {B.shape[1]} items")
+    return A, B
+
+
 def paired_difference_ci(
     a: object, b: object, n_boot: int = 2000, seed: int = 0, level: float = 0.95
 ) -> dict[str, float]:
@@ -253,10 +262,8 @@ def paired_difference_ci(
     _check_level(level)
     if n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
-    A, B = _as_seed_items(a, "a"), _as_seed_items(b, "b")
-    (sa, n), (sb, nb) = A.shape, B.shape
-    if n != nb:
-        raise ValueError(f"a and b must score the same items: {n} vs {nb} items")
+    A, B = paired_seed_items(a, b)
+    (sa, n), (sb, _) = A.shape, B.shape
     if sa == sb == 1:
         _, lo, hi = bootstrap_ci(100.0 * (A[0] - B[0]), n_boot=n_boot, seed=seed, level=level)
     else:
