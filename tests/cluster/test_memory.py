@@ -122,10 +122,44 @@ def test_too_large_micro_batches_are_refused_with_what_to_change():
         memory_plan.check_config(cfg)
 
 
-def test_cpu_configs_have_no_memory_plan_and_unknown_models_are_refused_on_cuda():
+def test_on_cpu_training_jobs_are_sized_against_this_machines_memory(monkeypatch):
+    """The SmolLM2 defect of issue 26: two train jobs with 32 completions per micro-batch were OOM-killed at 20 and
+    24 GB on a 24 GB machine, and nothing refused them, because the plan checked only device cuda."""
+    from grpo_budget.cluster import memory, memory_plan
+
+    monkeypatch.setattr(memory_plan, "host_memory_gib", lambda: 24.0)
+
+    def small(**changes):
+        cfg = paper_config(device="cpu", gpu={"max_prompt_tokens": 256}, **changes)
+        spec = dict(cfg["models"]["qwen3-4b"], path="Qwen/Qwen2.5-0.5B-Instruct", size_b=0.5, dtype="float32")
+        cfg["models"] = {"qwen2.5-0.5b": spec}
+        return cfg
+
+    cfg = small()
+    (b,) = memory_plan.check_config(cfg)  # 1 prompt x 8 completions of up to 256 + 250 tokens
+    shape = memory_plan.model_shape(cfg, "qwen2.5-0.5b")
+    assert b.card == 24 * memory.GIB and b.device == "cpu" and "CUDA context" not in b.parts
+    assert b.parts["weights"] == shape.parameters() * 4 and b.parts["process"] == memory.PROCESS
+    assert b.fits and b.settings == {"gradient_checkpointing": False}
+    assert memory_plan.job_training(cfg, "qwen2.5-0.5b", cfg["training"])["gradient_checkpointing"] is False
+    # 64 completions in one micro-batch do not fit without checkpointing: auto turns it on
+    wide = small(training={"prompts_per_step": 8, "gradient_checkpointing": "auto"})
+    assert memory_plan.job_training(wide, "qwen2.5-0.5b", wide["training"])["gradient_checkpointing"] is True
+    wide["training"]["gradient_checkpointing"] = False
+    with pytest.raises(UserError, match=r"rule train: needs .* GiB of memory \(.*\) on this machine's 24 GiB "
+                                        r"\(device cpu\).*raise training.gradient_accumulation_steps"):
+        memory_plan.check_config(wide)
+    # a 14B model's bf16 weights alone are 27.5 GiB
+    with pytest.raises(UserError, match="model qwen3-14b, rule train: .*on this machine's 24 GiB"):
+        memory_plan.check_config(paper_config(device="cpu"))
+
+
+def test_unknown_models_are_refused_on_cuda_and_left_to_their_job_on_cpu():
     from grpo_budget.cluster import memory_plan
 
-    assert memory_plan.check_config(paper_config(device="cpu")) == []
+    on_cpu = paper_config(device="cpu")
+    on_cpu["models"] = {"mystery": dict(on_cpu["models"]["qwen3-4b"], path="nobody/mystery-7b")}
+    assert memory_plan.check_config(on_cpu) == []
     cfg = paper_config(models={"mystery": {"path": "nobody/mystery-7b", "dtype": "auto", "size_b": 7, "train": True}})
     with pytest.raises(UserError, match="models mystery: no config.json.*grpo-budget fetch-models"):
         memory_plan.check_config(cfg)

@@ -156,7 +156,6 @@ def cmd_validate_config(a: argparse.Namespace) -> None:
 def cmd_plan(a: argparse.Namespace) -> None:
     from grpo_budget.cluster import cost, memory, memory_plan
     from grpo_budget.experiment.config import load
-    from grpo_budget.experiment.settings import Gpu
 
     cfg = load(a.configfile)
     for item in a.config or []:
@@ -168,8 +167,9 @@ def cmd_plan(a: argparse.Namespace) -> None:
         cfg["cost"] = dict(cfg["cost"], calibrate_from=list(cfg["cost"]["calibrate_from"]) + a.calibrate_from)
     if a.gpu_memory_gib:
         cfg["gpu"] = dict(cfg["gpu"], memory_gib=a.gpu_memory_gib)
-    if cfg["device"] == "cuda":
-        print(memory.render(memory_plan.check_config(cfg), Gpu.from_dict(cfg["gpu"])) + "\n")
+    budgets = memory_plan.check_config(cfg)
+    if budgets:
+        print(memory.render(budgets, memory_plan.card(cfg), cfg["device"]) + "\n")
     text, path = cost.write_plan(cfg, a.parallel)
     print(text + f"\nwritten to {path} (per job: {path.with_suffix('.csv')})")
 

@@ -116,12 +116,13 @@ def check_models(config: dict, token: str | None) -> list[Check]:
 
 
 def check_memory(config: dict) -> Check:
-    if config["device"] != "cuda":
-        return Check("ok", "memory plan", "device cpu: no GPU memory to plan")
     try:
         budgets = memory_plan.check_config(config)
     except UserError as e:
         return Check("FAIL", "memory plan", str(e))
+    if config["device"] != "cuda":
+        return Check("ok", "memory plan", f"device cpu: {len(budgets)} training jobs fit this machine's "
+                     f"{memory_plan.host_memory_gib():.0f} GiB (a GGUF model is sized once converted)")
     return Check("ok", "memory plan", f"{len(budgets)} GPU rules fit a {config['gpu']['memory_gib']:g} GiB card "
                  "(grpo-budget plan prints them)")
 

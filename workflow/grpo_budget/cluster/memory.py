@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # annotations only: this module imports no registry, so perf/
 
 GIB = 2**30
 CONTEXT = 1.0 * GIB  # CUDA context, cuBLAS workspace and allocator slack of one process
+PROCESS = 1.5 * GIB  # device cpu: a training job's interpreter, torch, transformers, TRL and allocator slack
 VLLM_RESERVE = 1.0 * GIB  # vLLM's CUDA graphs and non-torch allocations
 VLLM_PROFILE_TOKENS = 4096  # TRL's colocate engine: max_num_batched_tokens
 VLLM_DEFAULT_UTILIZATION = 0.9  # vLLM's gpu_memory_utilization default (scoring and evaluation engines)
@@ -39,6 +40,7 @@ class Budget:
     settings: dict = field(default_factory=dict)
     note: str = ""
     problem: str = ""  # why the job cannot start whatever the total (vLLM without room for one sequence)
+    device: str = "cuda"  # cpu: ``card`` is this machine's memory
 
     @property
     def total(self) -> float:
@@ -57,9 +59,10 @@ class Budget:
 
     def refusal(self) -> str:
         parts = ", ".join(f"{k} {v / GIB:.1f}" for k, v in self.parts.items() if v)
-        return (f"model {self.model}, rule {self.rule}: needs {self.total / GIB:.1f} GiB of GPU memory ({parts}) on a "
-                f"{self.card / GIB:.0f} GiB card (gpu.memory_gib): {self.shortfall()}"
-                f"{'; ' + self.note if self.note else ''}")
+        where = (f"GPU memory ({parts}) on a {self.card / GIB:.0f} GiB card (gpu.memory_gib)" if self.device == "cuda"
+                 else f"memory ({parts}) on this machine's {self.card / GIB:.0f} GiB (device cpu)")
+        return (f"model {self.model}, rule {self.rule}: needs {self.total / GIB:.1f} GiB of {where}: "
+                f"{self.shortfall()}{'; ' + self.note if self.note else ''}")
 
     def shortfall(self) -> str:
         return self.problem or f"{(self.total - self.card) / GIB:.1f} GiB missing"
@@ -88,17 +91,21 @@ def vllm_engine(shape: Shape, b: int, max_num_seqs: int, max_lora_rank: int = 0)
     return parts
 
 
-def plan_train(name: str, shape: Shape, t: Training, gpu: Gpu, dtype: str, on_vllm: bool) -> Budget:
+def plan_train(name: str, shape: Shape, t: Training, gpu: Gpu, dtype: str, on_vllm: bool,
+               device: str = "cuda") -> Budget:
     """The training job: the policy's weights, LoRA state, activations of one micro-batch and, with TRL's colocate
     vLLM, its engine and KV cache. ``auto`` settings take the smallest memory that holds a whole generation batch:
-    checkpointing off where its activations fit, vLLM's share just large enough for every sequence of a step."""
+    checkpointing off where its activations fit, vLLM's share just large enough for every sequence of a step.
+    On device cpu the card is ``gpu.memory_gib`` set to this machine's memory (the caller's) and the CUDA context
+    is the process's own footprint."""
     card = gpu.memory_gib * GIB
     b = dtype_bytes(dtype, shape)
     per_device = t.prompts_per_step * t.num_generations // t.gradient_accumulation_steps
     seq = gpu.max_prompt_tokens + t.max_completion_length
     lora = shape.lora_parameters(t.lora.r, t.lora.target_modules,
                                  None if t.lora.layers is None else t.lora.layers[1] - t.lora.layers[0] + 1)
-    fixed = {"weights": shape.parameters() * b, "LoRA+Adam": lora * LORA_STATE_BYTES, "CUDA context": CONTEXT}
+    fixed = {"weights": shape.parameters() * b, "LoRA+Adam": lora * LORA_STATE_BYTES,
+             **({"CUDA context": CONTEXT} if device == "cuda" else {"process": PROCESS})}
 
     def acts(checkpointing: bool) -> float:
         return activations(shape, per_device * seq, per_device * t.max_completion_length, b, checkpointing)
@@ -125,7 +132,8 @@ def plan_train(name: str, shape: Shape, t: Training, gpu: Gpu, dtype: str, on_vl
             kv = util * card - engine
             parts.update(vllm, **{"vLLM KV cache": max(kv, kv_min)})
             settings["vllm_gpu_memory_utilization"] = util
-        budget = Budget(name, "train", card, parts, dict(settings, gradient_checkpointing=checkpointing))
+        budget = Budget(name, "train", card, parts, dict(settings, gradient_checkpointing=checkpointing),
+                        device=device)
         if on_vllm and kv < kv_min:
             budget.problem = _no_sequence(util, card, kv, kv_min, seq, "training.vllm_gpu_memory_utilization")
         if on_vllm and budget.fits:
@@ -183,7 +191,8 @@ def check(budgets: list[Budget]) -> None:
             raise UserError(b.refusal())
 
 
-def render(budgets: list[Budget], gpu: Gpu) -> str:
-    head = (f"Memory plan: one {gpu.memory_gib:g} GiB card per GPU job (gpu.memory_gib), prompts up to "
-            f"{gpu.max_prompt_tokens} tokens (gpu.max_prompt_tokens); GiB")
+def render(budgets: list[Budget], gpu: Gpu, device: str = "cuda") -> str:
+    card = (f"one {gpu.memory_gib:g} GiB card per GPU job (gpu.memory_gib)" if device == "cuda"
+            else f"this machine's {gpu.memory_gib:.0f} GiB per training job (device cpu)")
+    head = f"Memory plan: {card}, prompts up to {gpu.max_prompt_tokens} tokens (gpu.max_prompt_tokens); GiB"
     return "\n".join([head, *(b.line() for b in budgets)])

@@ -1,8 +1,11 @@
 """The memory plan of a config (:mod:`grpo_budget.cluster.memory` per job): every GPU rule of every model on the
 configured card, checked before any job starts, and the job settings it resolves (``auto`` memory settings, vLLM's
-context length, the device and the model's dtype)."""
+context length, the device and the model's dtype). On device cpu it sizes the training jobs (the only ones that
+need gigabytes there) against this machine's memory."""
 
 from __future__ import annotations
+
+import os
 
 from grpo_budget.cluster.memory import Budget, check, plan_generate, plan_train
 from grpo_budget.cluster.shapes import Shape, load_shape
@@ -26,9 +29,25 @@ def unknown(config: dict) -> list[str]:
     return [m for m, spec in config["models"].items() if "bootstrap" not in spec and model_shape(config, m) is None]
 
 
+def host_memory_gib() -> float:
+    """This machine's memory, which the training jobs of device cpu share."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+
+
+def card(config: dict) -> Gpu:
+    """What a job is sized for: the configured card on cuda, this machine's memory on cpu."""
+    gpu = Gpu.from_dict(config["gpu"])
+    return gpu if config["device"] == "cuda" else Gpu(host_memory_gib(), gpu.max_prompt_tokens)
+
+
 def _train_budget(config: dict, model: str, shape: Shape, variant: str | None) -> Budget:
     t = Training.from_dict(plan.training_settings(config, model, variant))
-    return plan_train(model, shape, t, Gpu.from_dict(config["gpu"]), config["models"][model]["dtype"], t.use_vllm)
+    return plan_train(model, shape, t, card(config), config["models"][model]["dtype"], _on_vllm(config, t),
+                      config["device"])
+
+
+def _on_vllm(config: dict, t: Training) -> bool:
+    return t.use_vllm and config["device"] == "cuda"  # TRL's colocate vLLM needs a GPU; on cpu training generates
 
 
 def _generate_budget(config: dict, model: str, shape: Shape, rule: str, section: str,
@@ -42,10 +61,12 @@ def _generate_budget(config: dict, model: str, shape: Shape, rule: str, section:
 
 def budgets(config: dict) -> list[Budget]:
     """Every GPU rule of every model the plan can size (the largest job of each rule: the longest completions,
-    every sweep variant), in pipeline order; empty on device cpu."""
-    if config["device"] != "cuda":
-        return []
+    every sweep variant), in pipeline order; on device cpu the training job of each trained model."""
     trained = set(plan.trained_models(config))
+    if config["device"] != "cuda":
+        sized = [(m, model_shape(config, m)) for m in plan.trained_models(config)]
+        return [max((_train_budget(config, m, shape, v) for v in sweep.names(config) or [None]), key=lambda b: b.total)
+                for m, shape in sized if shape is not None]
     out = []
     for model in plan.scored_models(config) + [m for m in trained if m not in plan.scored_models(config)]:
         shape = model_shape(config, model)
@@ -66,16 +87,16 @@ def budgets(config: dict) -> list[Budget]:
 
 
 def job_training(config: dict, model: str, settings: dict) -> dict:
-    """A training job's settings with the config's device, the model's dtype and, on cuda, the memory plan's
-    checkpointing, vLLM share and context length in place of ``auto``."""
+    """A training job's settings with the config's device, the model's dtype and the memory plan's checkpointing
+    (and, on cuda, vLLM share and context length) in place of ``auto``."""
     s = dict(settings, device=config["device"], dtype=config["models"][model]["dtype"])
-    shape = model_shape(config, model) if config["device"] == "cuda" else None
+    shape = model_shape(config, model)
     if shape is None:
         if s.get("gradient_checkpointing") == "auto":
             s["gradient_checkpointing"] = config["device"] == "cuda"  # unsized: the safe side
         return s
     t = Training.from_dict(s)
-    b = plan_train(model, shape, t, Gpu.from_dict(config["gpu"]), s["dtype"], t.use_vllm)
+    b = plan_train(model, shape, t, card(config), s["dtype"], _on_vllm(config, t), config["device"])
     return dict(s, **b.settings)
 
 
@@ -90,11 +111,10 @@ def job_generation(config: dict, model: str, settings: dict) -> dict:
 
 
 def check_config(config: dict) -> list[Budget]:
-    """The memory plan of a config, refused in one line when a model cannot be sized or a job does not fit."""
-    if config["device"] != "cuda":
-        return []
+    """The memory plan of a config, refused in one line when a model cannot be sized (cuda) or a job does not fit.
+    On cpu an unsized model (a GGUF not yet converted) is checked by its training job when it starts."""
     missing = unknown(config)
-    if missing:
+    if missing and config["device"] == "cuda":
         raise UserError(f"models {', '.join(missing)}: no config.json in the model folder, model_store, the hub cache "
                         "or cluster/model_configs/, so the memory plan cannot size their GPU jobs: run `grpo-budget "
                         "fetch-models --configfile CONFIG` where the hub is reachable (or set device: cpu)")
