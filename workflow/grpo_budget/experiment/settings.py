@@ -62,6 +62,8 @@ class Training:
     report_to: str  # none | tensorboard | wandb: a logging sink, not a training knob (not in the fingerprint)
     lora: Lora
     chat_template_kwargs: dict | None = None  # a property of the model, not a training knob
+    dynamic_sampling: bool = False  # DAPO's online filtering (grpo_budget.train.dynamic)
+    dynamic_max_rounds: int = 4
     epochs: float | None = None  # None: train max_steps steps (see grpo_budget.train.schedule)
     checkpoints: int | None = None
     dtype: str = "auto"  # the model's (models.NAME.dtype)

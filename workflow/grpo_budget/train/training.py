@@ -26,6 +26,7 @@ from grpo_budget.prepare.splits import attach_answers
 from grpo_budget.select.sources import labels_bought
 from grpo_budget.train.checkpoints import (adapter_digest, checkpoints, claim_checkpoint_dir, digest_recorder,
                                            discard_incomplete, record_digests)
+from grpo_budget.train.dynamic import trainer_class
 from grpo_budget.train.fingerprint import fingerprint
 from grpo_budget.train.lora import check_lora_targets, lora_config, resolve_lora_targets
 from grpo_budget.train.schedule import planned_saves, prompts_per_generation, schedule
@@ -92,14 +93,13 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
     and keeping the final adapter as a checkpoint; returns the trainer log and the final step."""
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
-    from trl import GRPOTrainer
-
     tokenizer = load_tokenizer(model_path)
     train_set = Dataset.from_dict(
         {
             "prompt": prompts.for_dataset(dataset, list(subset["prompt"]), tokenizer),
             "answer": [str(a) for a in subset["answer"]],
             "answer_type": list(subset["answer_type"]),
+            "item": list(range(len(subset))),  # dynamic sampling's refills leave out the prompts of their step
         }
     )
     grader = schema.fill(("datasets", "*", "grading"), dataset.get("grading", {}))
@@ -114,7 +114,7 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
     saved_env = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # the reporting callbacks read their folders when the trainer builds them
     try:
-        trainer = GRPOTrainer(
+        trainer = trainer_class()(
             model=model,
             reward_funcs=reward,
             args=args,
@@ -122,6 +122,9 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
             processing_class=tokenizer,
             peft_config=lora_config(t.lora, targets, layers),
             callbacks=[planned_saves(planned), digest_recorder()],
+            dynamic=t.dynamic_sampling,
+            max_rounds=t.dynamic_max_rounds,
+            seed=int(args.seed),
         )
         if t.report_to != "none":
             trainer.callback_handler.callbacks.insert(0, learnable_share())
