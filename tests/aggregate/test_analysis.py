@@ -40,6 +40,9 @@ ARMS = {
 OOD_BASE = [0, 1, 2, 4]  # of 4 samples
 OOD_FINAL = {("hard", 0): [1, 1, 3, 4], ("random", 0): [0, 1, 2, 4], ("random", 1): [0, 0, 2, 4]}
 FRAC_ZERO_STD = [0.5, 0.75, 1.0, 1.0]  # -> learnable 0.5, 0.25, 0, 0
+# 8 rollouts of 100 completion tokens per step, none discarded; TRL's running prompt + completion count
+ROLLOUTS = {"rollouts/generated": 8, "rollouts/discarded": 0, "rollouts/generated_tokens": 100.0,
+            "num_tokens": [300, 600, 900, 1200]}
 
 
 def _eval(ids, steps_correct: dict[int, list[int]], n: int) -> pd.DataFrame:
@@ -65,8 +68,9 @@ def synthetic(tmp_path) -> dict:
         d = r / f"{policy}{seed}"
         d.mkdir()
         pd.DataFrame({"id": ["p0", "p1", "p2", "p3"], "pass_rate": [0.0, 0.0, 0.5, 0.5], "n_samples": 4,
-                      "n_correct": [0, 0, 2, 2]}).to_parquet(d / "subset.parquet")
-        log = pd.DataFrame({"step": [1, 2, 3, 4], "loss": 0.1, "frac_reward_zero_std": FRAC_ZERO_STD})
+                      "n_correct": [0, 0, 2, 2], "mean_completion_tokens": 25.0}).to_parquet(d / "subset.parquet")
+        log = pd.DataFrame({"step": [1, 2, 3, 4], "loss": 0.1, "frac_reward_zero_std": FRAC_ZERO_STD,
+                            **ROLLOUTS})
         log = pd.concat([log, pd.DataFrame({"step": [4], "train_loss": [0.1]})], ignore_index=True)  # final summary row
         log.to_parquet(d / "log.parquet")
         _eval(IDS, {2: arm["step2"], 4: arm["final"]}, 2).to_parquet(d / "fa.parquet")
@@ -397,7 +401,10 @@ def _with_full(listing: plan.Listing, root: Path, full: dict = FULL, budget: str
         d = root / f"full{seed}"
         d.mkdir(parents=True)
         _eval(IDS, steps, 2).to_parquet(d / "fa.parquet")
-        runs.append(plan.RunFiles("m", "fa", "full", budget, seed, runs[0].subset, runs[0].log,
+        last = max(steps)
+        pd.DataFrame({"step": range(1, last + 1), "loss": 0.1, **{k: v for k, v in ROLLOUTS.items() if k != "num_tokens"},
+                      "num_tokens": [300 * i for i in range(1, last + 1)]}).to_parquet(d / "log.parquet")
+        runs.append(plan.RunFiles("m", "fa", "full", budget, seed, runs[0].subset, str(d / "log.parquet"),
                                   str(d / "manifest.json"), {"fa": str(d / "fa.parquet")}))
     return replace(listing, runs=runs)
 

@@ -1,6 +1,7 @@
 """The registry of aggregate outputs: the one place an output's name exists.
 
-An output is a function in ``render_arms.py`` or ``render_versus.py`` (tables) or ``figures.py`` (figures) decorated
+An output is a function in ``render_arms.py``, ``render_versus.py`` (tables), ``figures.py`` (figures) or
+``render_compute.py`` (both) decorated
 with :func:`output`; its name is its file name (``figures/NAME.png``, ``tables/NAME.csv``) and its caption for the
 HTML report is ``workflow/report/captions/NAME.rst``. The Snakefile's targets, each job's inputs (only the file
 roles it reads) and the CLI's choices all come from :data:`OUTPUTS`.

@@ -5,7 +5,7 @@ registry :data:`OUTPUTS` (complete once this module is imported) is its own Snak
 Modules: ``read`` (cached files, arm order); the tables as data frames: ``gains``, ``learnable``, ``tiers``
 (difficulty, out of distribution), ``verdicts`` (arm against arm, steps to match), ``calibration`` (label-free);
 ``render`` (shared CSV, Markdown, HTML writing), ``render_arms`` and ``render_versus`` (the tables' files),
-``figures`` (PNG, PDF); ``outputs`` (the registry, filled by the functions of ``render_*`` and ``figures``). Every
+``figures`` (PNG, PDF), ``compute`` and ``render_compute`` (cost per arm, matched compute); ``outputs`` (the registry, filled by the functions of ``render_*`` and ``figures``). Every
 statistic is in :mod:`grpo_budget.stats`, :mod:`grpo_budget.learnability` or :mod:`grpo_budget.beta`.
 
 Conventions
@@ -28,6 +28,9 @@ from grpo_budget.aggregate import render_arms, render_versus  # noqa: F401
 
 # isort: split
 from grpo_budget.aggregate import figures  # noqa: F401
+
+# isort: split
+from grpo_budget.aggregate import render_compute  # noqa: F401  (its tables and figure, after the figures it draws on)
 from grpo_budget.aggregate.outputs import OUTPUTS, caption, names
 from grpo_budget.errors import UserError
 from grpo_budget.experiment.plan import Listing

@@ -225,6 +225,7 @@ class Listing:
     verify: list[ScoreFile] = field(default_factory=list)  # fresh pass rates of the selected items, where enabled
     variants: dict[str, dict] = field(default_factory=dict)  # sweep variant -> its swept settings' values
     proxy_scores: list[ScoreFile] = field(default_factory=list)  # pool scores of models only scored (proxies)
+    model_sizes: dict[str, float] = field(default_factory=dict)  # model -> billions of parameters (size_b; 0: unset)
 
     def to_json(self) -> str:
         d = asdict(self)
@@ -242,7 +243,8 @@ class Listing:
                    scores=[ScoreFile(**s) for s in d["scores"]], tests=d["tests"],
                    num_generations=d["num_generations"], prompts_per_step=d["prompts_per_step"],
                    verify=[ScoreFile(**v) for v in d.get("verify", [])], variants=d.get("variants", {}),
-                   proxy_scores=[ScoreFile(**s) for s in d.get("proxy_scores", [])])
+                   proxy_scores=[ScoreFile(**s) for s in d.get("proxy_scores", [])],
+                   model_sizes=d.get("model_sizes", {}))
 
     @classmethod
     def read(cls, path: str | Path) -> "Listing":
@@ -284,6 +286,7 @@ def listing(config: dict) -> Listing:
         variants={v.name: v.values for v in sweep.variants(config)},
         proxy_scores=[ScoreFile(m, d, p.scores.format(model=m, dataset=d)) for m in scored_models(config)
                       if m not in trained_models(config) for d in trainable_datasets(config)],
+        model_sizes={m: float(config["models"][m]["size_b"]) for m in scored_models(config) + trained_models(config)},
     )
 
 
