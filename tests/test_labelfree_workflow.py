@@ -4,6 +4,7 @@ items' answers), and configs/label-free-cpu.yaml's arms selected by labels, agre
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -67,10 +68,13 @@ def test_unlabeled_pool_is_selected_by_agreement_and_training_needs_the_bought_a
 
 
 @pytest.mark.slow
-def test_label_free_cpu_config_arms_side_by_side(tmp_path):
+def test_label_free_cpu_config_arms_side_by_side(embedded_default_run, tmp_path):
     """configs/label-free-cpu.yaml: learnable by labels, by agreement and by a weaker proxy, with the calibration
-    table and the labels each arm bought."""
+    table and the labels each arm bought. Its pool, test set and trained model are the embedded default's (same
+    task, seed and bootstrap settings), copied from that run; the proxy is bootstrapped here."""
     r = tmp_path / "results"
+    shutil.copytree(embedded_default_run / "data", r / "data")
+    shutil.copytree(embedded_default_run / "models" / "tiny", r / "models" / "tiny")
     snakemake("--configfile", str(ROOT / "configs" / "label-free-cpu.yaml"), "--config", f"results={r}")
     cal = pd.read_csv(r / "tables/label_free.csv")
     rho = cal[cal["measure"] == "rho"].set_index("source")

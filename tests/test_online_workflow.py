@@ -4,6 +4,7 @@ plans only the new seed's jobs."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -21,8 +22,12 @@ PROMPTS = 16  # training.prompts_per_step of the config
 
 
 @pytest.fixture(scope="module")
-def online_run(tmp_path_factory) -> Path:
+def online_run(embedded_default_run, tmp_path_factory) -> Path:
+    """The config run once; its pool, test set and base model are the embedded default's (the same task, seed and
+    bootstrap settings), copied from that run so that the base model is not trained twice."""
     r = tmp_path_factory.mktemp("online") / "results"
+    for part in ("data", "models"):
+        shutil.copytree(embedded_default_run / part, r / part)
     snakemake("--configfile", str(CONFIG), "--config", f"results={r}")
     return r
 

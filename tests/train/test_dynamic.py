@@ -78,7 +78,8 @@ def odd_length_reward(completions, item, **kwargs):
     return [float(len(c) % 2) if i % 2 == 0 else 0.0 for c, i in zip(completions, item)]
 
 
-def make_trainer(tmp_path, model_dir, dynamic_on: bool, max_rounds: int = 4, max_steps: int = 3, seen=None):
+def make_trainer(tmp_path, model_dir, dynamic_on: bool, max_rounds: int = 4, max_steps: int = 3, seen=None,
+                 accumulation: int = 1):
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
 
@@ -86,6 +87,7 @@ def make_trainer(tmp_path, model_dir, dynamic_on: bool, max_rounds: int = 4, max
     from grpo_budget.train.lora import lora_config
 
     t = Training.from_dict({"num_generations": G, "prompts_per_step": PROMPTS, "max_steps": max_steps,
+                            "gradient_accumulation_steps": accumulation,
                             "save_steps": 1, "max_completion_length": 6, "learning_rate": 1e-3,
                             "lora": {"r": 2, "alpha": 4, "target_modules": ["q_proj", "v_proj"]}})
     args = training.grpo_config(t, tmp_path / "ck", seed=0, on_gpu=False)
@@ -112,9 +114,11 @@ def rollout_log(trainer) -> pd.DataFrame:
     return log.dropna(subset=["rollouts/generated"]).set_index("step")
 
 
-def test_the_trainer_drops_all_equal_groups_and_refills_them_from_the_subset(tmp_path, tiny_model_dir):
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_the_trainer_drops_all_equal_groups_and_refills_them_from_the_subset(tmp_path, tiny_model_dir, accumulation):
+    """With gradient accumulation the filtered generation batch is what TRL splits into the micro-batches."""
     seen = []
-    trainer = make_trainer(tmp_path, tiny_model_dir, dynamic_on=True, seen=seen)
+    trainer = make_trainer(tmp_path, tiny_model_dir, dynamic_on=True, seen=seen, accumulation=accumulation)
     trainer.train()
     log = rollout_log(trainer)
     assert list(log.index) == [1, 2, 3]
