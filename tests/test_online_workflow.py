@@ -72,7 +72,11 @@ def test_cost_matched_compute_figure_and_seeds_needed(online_run):
 
 
 @pytest.mark.slow
-def test_adding_a_seed_plans_only_the_new_seeds_jobs(online_run):
-    jobs = planned("--configfile", str(CONFIG), "--config", f"results={online_run}", "seeds=[0,1,2]")
+def test_adding_a_seed_plans_only_the_new_seeds_jobs(online_run, tmp_path):
+    three = tmp_path / "three-seeds.yaml"
+    text = CONFIG.read_text()
+    assert "\nseeds: [0, 1]\n" in text
+    three.write_text(text.replace("\nseeds: [0, 1]\n", "\nseeds: [0, 1, 2]\n"))
+    jobs = planned("--configfile", str(three), "--config", f"results={online_run}")
     assert jobs.get("train") == 6 and jobs.get("evaluate") == 6 and jobs.get("select") == 3
     assert not {"prepare", "bootstrap_model", "score", "evaluate_base"} & set(jobs)
