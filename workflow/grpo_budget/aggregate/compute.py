@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_budget import stats
-from grpo_budget.aggregate.read import _available, _label, _read, _records, _sort_arms, finish
+from grpo_budget.aggregate.read import _available, _label, _read, _records, _sort_arms, finish, shared_ids
 from grpo_budget.cluster.hardware import DEFAULTS
 from grpo_budget.experiment.plan import Listing, RunFiles
 from grpo_budget.select.policies import policy_of
@@ -57,7 +57,7 @@ def rollouts(log_path: str) -> pd.DataFrame:
 
 def _scored_by(runs: Listing, r: RunFiles) -> str | None:
     """The score table an arm's policy ranked by (None for a policy that does not rank: random, full)."""
-    policy, source = split_arm(r.policy)
+    _, source = split_arm(r.policy)
     if not policy_of(r.policy).ranks:
         return None
     files = runs.proxy_scores if SOURCES[source].proxy else runs.scores
@@ -118,37 +118,42 @@ def at_tokens(xs: np.ndarray, ys: np.ndarray, x: float) -> np.ndarray:
     return ys[j - 1] + w * (ys[j] - ys[j - 1])
 
 
-def _curves(runs: Listing) -> dict[tuple, dict[tuple, list[tuple[np.ndarray, np.ndarray]]]]:
+Curves = dict[tuple, dict[tuple, list[tuple[np.ndarray, np.ndarray]]]]
+
+
+def seed_curves(runs: Listing) -> Curves:
     """Per panel (model, dataset, evalset) and arm (policy, budget, variant): each seed's curve, on the test items
     every arm of the panel shares."""
-    costs = {(r.model, r.dataset, r.policy, r.budget, r.variant, r.seed): r for r in runs.runs}
     recs: dict[tuple, dict[tuple, list[dict]]] = {}
     for rec in _records(runs):
         r = rec["run"]
         recs.setdefault((r.model, r.dataset, rec["evalset"]), {}).setdefault((r.policy, r.budget, r.variant),
                                                                            []).append(rec)
-    out = {}
+    out: Curves = {}
     for panel, arms in recs.items():
-        ids = None
-        for group in arms.values():
-            for rec in group:
-                ids = rec["steps"].index if ids is None else ids.intersection(rec["steps"].index)
+        ids = shared_ids(arms.values())
         out[panel] = {}
         for arm, group in arms.items():
             seeds = []
             for rec in group:
-                r = costs[(rec["run"].model, rec["run"].dataset, *arm, rec["run"].seed)]
+                r = rec["run"]
                 scored = _scored_by(runs, r)
                 roll = rollouts(r.log)
                 cum = dict(zip(roll["step"], roll["tokens"].cumsum()))
                 steps = {int(st): rec["steps"].loc[ids, st].to_numpy(float) for st in rec["steps"].columns}
                 missing = sorted(set(steps) - set(cum))
                 if missing:
-                    raise ValueError(f"{r.log}: no rollout counts for checkpoint steps {missing} of {r.evals[rec['evalset']]}")
+                    raise ValueError(f"{r.log}: no rollout counts for checkpoint steps {missing} of "
+                                     f"{r.evals[rec['evalset']]}")
                 seeds.append(curve(rec["base"].loc[ids].to_numpy(float), steps,
                                    scoring_tokens(scored) if scored else 0.0, cum))
             out[panel][arm] = seeds
     return out
+
+
+def matched_tokens(arms: dict[tuple, list[tuple[np.ndarray, np.ndarray]]]) -> float:
+    """A panel's matched compute: the most generated tokens every seed of every arm reached."""
+    return float(min(xs[-1] for seeds in arms.values() for xs, _ in seeds))
 
 
 MATCHED_COLUMNS = ["model", "dataset", "evalset", "ood", "tokens", "arm_a", "arm_b", "seeds_a", "seeds_b", "n_items",
@@ -160,8 +165,8 @@ def matched_compute(runs: Listing, level: float, n_boot: int, seed: int) -> pd.D
     generated tokens every seed of every arm reached. A − B in points with the paired bootstrap interval over seeds
     and test items, and the verdict."""
     rows = []
-    for (model, dataset, evalset), arms in _curves(runs).items():
-        tokens = min(xs[-1] for seeds in arms.values() for xs, _ in seeds)
+    for (model, dataset, evalset), arms in seed_curves(runs).items():
+        tokens = matched_tokens(arms)
         acc = {arm: np.stack([at_tokens(xs, ys, tokens) for xs, ys in seeds]) for arm, seeds in arms.items()}
         names = list(arms)
         for i, a in enumerate(names):
@@ -170,7 +175,7 @@ def matched_compute(runs: Listing, level: float, n_boot: int, seed: int) -> pd.D
                 v = stats.verdict(d["lo"], d["hi"])
                 la, lb = _label(*a), _label(*b)
                 rows.append({"model": model, "dataset": dataset, "evalset": evalset, "ood": evalset != dataset,
-                             "tokens": float(tokens), "arm_a": la, "arm_b": lb, "seeds_a": acc[a].shape[0],
+                             "tokens": tokens, "arm_a": la, "arm_b": lb, "seeds_a": acc[a].shape[0],
                              "seeds_b": acc[b].shape[0], "n_items": acc[a].shape[1],
                              "acc_a": float(acc[a].mean()), "acc_b": float(acc[b].mean()),
                              "diff_pts": d["diff_pts"], "diff_lo": d["lo"], "diff_hi": d["hi"],
@@ -178,11 +183,11 @@ def matched_compute(runs: Listing, level: float, n_boot: int, seed: int) -> pd.D
     return pd.DataFrame(rows, columns=MATCHED_COLUMNS)
 
 
-def mean_curves(runs: Listing) -> pd.DataFrame:
-    """Per panel, arm and point (base, scored base, each checkpoint): mean generated tokens and mean accuracy over
-    the arm's seeds (the figure's points)."""
+def mean_curves(curves: Curves) -> pd.DataFrame:
+    """Per panel, arm and point (base, scored base, each checkpoint) of :func:`seed_curves`: mean generated tokens
+    and mean accuracy over the arm's seeds (the figure's points)."""
     rows = []
-    for (model, dataset, evalset), arms in _curves(runs).items():
+    for (model, dataset, evalset), arms in curves.items():
         for (policy, budget, variant), seeds in arms.items():
             n = min(len(xs) for xs, _ in seeds)
             for k in range(n):

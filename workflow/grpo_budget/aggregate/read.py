@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 import pandas as pd
@@ -103,6 +103,15 @@ def _sort_arms(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
     return df.assign(**tmp).sort_values(cols, kind="stable").drop(columns=list(tmp))
 
 
+
+
+def shared_ids(groups: Iterable[list[dict]]) -> pd.Index:
+    """The test items every record of every group scores: what the arms of a panel are compared on."""
+    ids = None
+    for recs in groups:
+        for rec in recs:
+            ids = rec["steps"].index if ids is None else ids.intersection(rec["steps"].index)
+    return ids
 
 
 def _records(runs: Listing) -> list[dict]:

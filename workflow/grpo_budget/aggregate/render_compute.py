@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from grpo_budget.aggregate.compute import arm_costs, matched_compute, mean_curves
+from grpo_budget.aggregate.compute import arm_costs, matched_compute, matched_tokens, mean_curves, seed_curves
 from grpo_budget.aggregate.figures import _empty, _panels, _save_figure, _style
 from grpo_budget.aggregate.outputs import output
 from grpo_budget.aggregate.read import ARM, PANEL, _label, keys_in
@@ -76,8 +76,8 @@ def write_matched_compute(runs: Listing, outs: list[str], s: Analysis) -> None:
 @output("accuracy_vs_tokens", "figure", reads=COMPUTE_READS)
 def figure_accuracy_vs_tokens(runs: Listing, outs: Sequence[str], s: Analysis) -> None:
     """Accuracy (mean over seeds) against generated tokens, scoring included, every checkpoint a point."""
-    df = mean_curves(runs)
-    matched = matched_compute(runs, s.level, 1, s.seed) if len(df) else pd.DataFrame()
+    curves = seed_curves(runs)
+    df = mean_curves(curves)
     groups = _sections(df, PANEL)
     fig, axes = _panels(len(groups))
     for ax, (key, g) in zip(axes, groups):
@@ -86,9 +86,7 @@ def figure_accuracy_vs_tokens(runs: Listing, outs: Sequence[str], s: Analysis) -
         for arm_key, a in g.groupby(arm, sort=False):
             ax.plot(a["tokens"], 100 * a["accuracy"], marker="o", ms=4, **_style(arm_key[0], arm_key[1:], budgets),
                     label=_label(*arm_key))
-        here = matched[(matched["model"] == key[0]) & (matched["evalset"] == key[2])] if len(matched) else matched
-        if len(here):
-            ax.axvline(here["tokens"].iloc[0], color="grey", ls=":", lw=1, label="matched compute")
+        ax.axvline(matched_tokens(curves[key]), color="grey", ls=":", lw=1, label="matched compute")
         ax.set(title=f"{key[0]}: {key[1]} → {key[2]}", xlabel="generated tokens (scoring + training rollouts)",
                ylabel="accuracy %")
         ax.grid(alpha=0.3)

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_budget import power, stats
-from grpo_budget.aggregate.read import _policy_rank, _records, _sort_arms, finish
+from grpo_budget.aggregate.read import _policy_rank, _records, _sort_arms, finish, shared_ids
 from grpo_budget.experiment.plan import FULL_LABEL, Listing
 from grpo_budget.experiment.settings import Analysis
 
@@ -23,10 +23,7 @@ def _arms(runs: Listing) -> dict[tuple, dict[str, dict]]:
         groups.setdefault((r.model, r.dataset, rec["evalset"], r.budget, r.variant), {}).setdefault(r.policy, []).append(rec)
     out = {}
     for key, by_policy in groups.items():
-        ids = None
-        for recs in by_policy.values():
-            for rec in recs:
-                ids = rec["steps"].index if ids is None else ids.intersection(rec["steps"].index)
+        ids = shared_ids(by_policy.values())
         arms = {}
         for policy, recs in by_policy.items():
             steps = [rec["steps"].loc[ids] for rec in recs]
@@ -144,10 +141,7 @@ def steps_to_match(runs: Listing, s: Analysis) -> pd.DataFrame:
         full = arms.get((FULL_POLICY, FULL_LABEL))
         if not full:
             continue
-        ids = None
-        for recs in arms.values():
-            for rec in recs:
-                ids = rec["steps"].index if ids is None else ids.intersection(rec["steps"].index)
+        ids = shared_ids(arms.values())
         full_steps, full_mats = _checkpoint_accuracy(full, ids)
         F = full_mats[-1]
         full_acc = float(F.mean())

@@ -131,10 +131,9 @@ def trainer_class():
             tokens = sum(int(o["completion_mask"].sum()) for o in outputs)
             if self.dynamic:
                 groups, filled = batch_groups(mixed, need)
-                rows = [(r, list(range(k * g, (k + 1) * g))) for r, k in groups]
                 by_round: dict[int, list[int]] = {}
-                for r, idx in rows:
-                    by_round.setdefault(r, []).extend(idx)
+                for r, k in groups:
+                    by_round.setdefault(r, []).extend(range(k * g, (k + 1) * g))
                 pad_id = getattr(self, "_tokenizer", self.processing_class).pad_token_id
                 batch = take_rows(outputs, sorted(by_round.items()), pad_id)
                 loss_mask = batch["completion_mask"] * batch.get("tool_mask", 1)
