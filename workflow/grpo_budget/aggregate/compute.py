@@ -21,6 +21,7 @@ import pandas as pd
 from grpo_budget import stats
 from grpo_budget.aggregate.read import _available, _label, _read, _records, _sort_arms, finish, shared_ids
 from grpo_budget.cluster.hardware import DEFAULTS
+from grpo_budget.errors import UserError
 from grpo_budget.experiment.plan import Listing, RunFiles
 from grpo_budget.select.policies import policy_of
 from grpo_budget.select.sources import SOURCES, labels_bought, split_arm
@@ -42,7 +43,7 @@ def rollouts(log_path: str) -> pd.DataFrame:
     TRL's running ``num_tokens`` (prompt + completion of every rollout), the tokens trained on (the kept share)."""
     cols = _available(log_path, ROLLOUT_COLUMNS)
     if "rollouts/generated_tokens" not in cols:
-        raise ValueError(f"{log_path}: no rollouts/generated_tokens column (a run trained before the trainer "
+        raise UserError(f"{log_path}: no rollouts/generated_tokens column (a run trained before the trainer "
                          "counted its rollouts): delete the run's train_log.parquet and manifest.json to retrain it")
     log = _read(log_path, cols).dropna(subset=["rollouts/generated"]).drop_duplicates("step", keep="last")
     log = log.sort_values("step")
