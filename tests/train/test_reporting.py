@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -84,11 +85,14 @@ def test_wandb_is_offline_in_the_run_folder_and_refused_when_missing(tmp_path, m
 
 
 @pytest.mark.slow
-def test_every_trained_arm_of_the_tiny_config_writes_events(tmp_path):
-    """The tiny config with report_to: tensorboard, through Snakemake up to training: one event folder per arm."""
+def test_every_trained_arm_of_the_tiny_config_writes_events(tiny_run, tmp_path):
+    """The tiny config with report_to: tensorboard, through Snakemake up to training: one event folder per arm. Its
+    pool, test set and base model are the session's tiny run's, copied, so that the model is not trained again."""
     cfg = yaml.safe_load((ROOT / "tests" / "configs" / "tiny.yaml").read_text())
     cfg["training"]["report_to"] = "tensorboard"
     cfg["results"] = str(tmp_path / "results")
+    for part in ("data", "models"):
+        shutil.copytree(tiny_run / part, tmp_path / "results" / part)
     cfg["scoring"]["verify_samples"] = 0  # not on the way to training
     configfile = tmp_path / "tiny-tb.yaml"
     configfile.write_text(yaml.safe_dump(cfg))
