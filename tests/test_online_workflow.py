@@ -4,7 +4,6 @@ seeds needed; then adding a seed plans only the new seed's jobs."""
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "online-cpu.yaml"
 
 sys.path.insert(0, str(Path(__file__).parent))
+from conftest import edited_config, inputs_from  # noqa: E402
 from test_inputs_workflow import planned  # noqa: E402
 from test_workflow import snakemake  # noqa: E402
 
@@ -25,12 +25,8 @@ STEPS = 20  # half the config's 40 (two checkpoints, 10 steps apart): the test's
 
 def shortened(folder: Path, seeds: list[int]) -> Path:
     """The config with STEPS training steps and these seeds, written to ``folder``."""
-    cfg = yaml.safe_load(CONFIG.read_text())
-    cfg["training"].update(max_steps=STEPS, save_steps=STEPS // 2)
-    cfg["seeds"] = seeds
-    path = folder / f"online-{len(seeds)}-seeds.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
+    return edited_config(CONFIG, folder / f"online-{len(seeds)}-seeds.yaml",
+                         training={"max_steps": STEPS, "save_steps": STEPS // 2}, seeds=seeds)
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +34,7 @@ def online_run(embedded_default_run, tmp_path_factory) -> Path:
     """The config run once, shortened; its pool, test set and base model are the embedded default's (the same task,
     seed and bootstrap settings), copied from that run so that the base model is not trained twice."""
     base = tmp_path_factory.mktemp("online")
-    r = base / "results"
-    for part in ("data", "models"):
-        shutil.copytree(embedded_default_run / part, r / part)
+    r = inputs_from(embedded_default_run, base / "results")
     snakemake("--configfile", str(shortened(base, [0, 1])), "--config", f"results={r}")
     return r
 

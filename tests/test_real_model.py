@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +27,7 @@ LLAMA_PROJECTIONS = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_pr
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "generation"))
 import vllm_worker  # noqa: E402
-from conftest import output_files, output_schema, run_snakemake  # noqa: E402
+from conftest import inputs_from, output_files, output_schema, run_snakemake  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -44,9 +43,7 @@ def smollm2_vllm_run(smollm2_run, smollm2_wheel, vllm_python, tmp_path_factory) 
     """The same config with ``backend=vllm``, from the vLLM environment (its jobs run its ``grpo-budget``): the
     converted model folder and the prepared data are the transformers run's, copied (neither depends on the
     backend); scoring, verification, selection, training, evaluation and the aggregates run again."""
-    results = tmp_path_factory.mktemp("smollm2-vllm") / "results"
-    for part in ("data", "models"):
-        shutil.copytree(smollm2_run / part, results / part)
+    results = inputs_from(smollm2_run, tmp_path_factory.mktemp("smollm2-vllm") / "results")
     run_snakemake(vllm_python, "--configfile", str(CONFIG), "--config", f"results={results}", "backend=vllm",
                   f"models={{'smol': {{'gguf': '{smollm2_wheel}'}}}}")
     return results
@@ -73,14 +70,24 @@ def test_the_wheels_gguf_becomes_a_model_folder_with_its_chat_template(smollm2_d
 
 @pytest.mark.slow
 def test_every_stage_runs_on_the_real_model(smollm2_run):
+    """BBH's own JSON file through every stage, graded by option; one arm ranked by labels, one by agreement."""
     r = smollm2_run
     summary = pd.read_csv(r / "summary.csv")
-    assert sorted(summary["policy"]) == ["hard", "random"] and summary["base_acc"].between(0, 1).all()
+    assert sorted(summary["policy"]) == ["hard", "hard@agreement"] and summary["base_acc"].between(0, 1).all()
+    pool, test = (pd.read_parquet(r / f"data/bbh3/{split}.parquet") for split in ("pool", "test"))
+    assert len(pool) == len(test) == 12 and not set(pool["id"]) & set(test["id"])
+    assert (pool["n_objects"] == 3).all() and pool["answer"].str.fullmatch(r"\([A-C]\)").all()
     scores = pd.read_parquet(r / "scores/smol/bbh3.parquet")
     assert len(scores) == 12 and (scores["n_samples"] == 2).all()
+    assert "n_objects" in scores.columns  # difficulty metadata kept for stratified analysis
+    assert scores["agreement"].between(0, 1).all() and "answers" in scores.columns
+    cal = pd.read_csv(r / "tables/label_free.csv")
+    tiers = cal[cal["measure"] == "confident_wrong"].set_index("at")
+    assert tiers.loc["tier 0", "items"] == (scores["pass_rate"] == 0).sum()  # every item in its gold tier
+    assert set(cal.loc[cal["measure"] == "rho", "source"]) == {"agreement", "answer_entropy"}
     assert scores["mean_completion_tokens"].le(48).all()
     assert scores["n_truncated"].sum() < scores["n_samples"].sum()  # some samples end at the end-of-turn token
-    for policy in ("hard", "random"):
+    for policy in ("hard", "hard@agreement"):
         run = r / f"runs/smol/bbh3/{policy}/b0.5/s0"
         assert sorted(pd.read_parquet(run / "eval/bbh3.parquet")["step"].unique()) == [1, 2]
         adapter = json.loads((run / "checkpoints/checkpoint-2/adapter_config.json").read_text())

@@ -199,27 +199,3 @@ def test_embedded_default_end_to_end(embedded_default_run):
     learn = pd.read_csv(results / "tables/learnable.csv")
     assert (learn["predicted_from"] == "fresh").all()
     assert "learnable" in set(learn["policy"])
-
-
-@pytest.mark.slow
-def test_real_bbh_files_through_the_whole_dag(tmp_path):
-    """configs/bbh-local.yaml: BBH's own JSON files from ../shared/data through every stage on CPU."""
-    data = ROOT.parent / "shared" / "data" / "bbh"
-    if not data.is_dir():
-        pytest.skip(f"real BBH files not found at {data}")
-    results = tmp_path / "results"
-    snakemake("--configfile", str(ROOT / "configs" / "bbh-local.yaml"), "--config", f"results={results}")
-    pool = pd.read_parquet(results / "data/bbh7/pool.parquet")
-    test = pd.read_parquet(results / "data/bbh7/test.parquet")
-    assert len(pool) == len(test) == 125 and (pool["n_objects"] == 7).all()
-    assert not set(pool["id"]) & set(test["id"])
-    assert pool["answer"].str.fullmatch(r"\([A-G]\)").all()
-    scores = pd.read_parquet(results / "scores/tiny/bbh7.parquet")
-    assert len(scores) == 125 and scores["pass_rate"].between(0, 1).all()
-    assert "n_objects" in scores.columns  # difficulty metadata kept for stratified analysis
-    assert len(pd.read_csv(results / "summary.csv")) == 3
-    assert scores["agreement"].between(0, 1).all() and "answers" in scores.columns
-    cal = pd.read_csv(results / "tables/label_free.csv")
-    tiers = cal[cal["measure"] == "confident_wrong"].set_index("at")
-    assert tiers.loc["tier 0", "items"] == (scores["pass_rate"] == 0).sum()  # every real item in its gold tier
-    assert set(cal.loc[cal["measure"] == "rho", "source"]) == {"agreement", "answer_entropy"}

@@ -4,7 +4,6 @@ a value added later running only its own jobs."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ from grpo_budget.aggregate.learnable import learnable_table
 from grpo_budget.aggregate.verdicts import verdict_table
 from grpo_budget.experiment import config, plan, schema, sweep
 from grpo_budget.experiment.settings import Analysis
+from conftest import inputs_from
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "configs" / "tiny.yaml"
@@ -249,9 +249,8 @@ def test_budget_curve_only_with_several_budgets(swept, tmp_path):
 
 @pytest.mark.slow
 def test_tiny_sweep_end_to_end_then_a_third_value_runs_only_its_jobs(tiny_run, tmp_path):
-    results = tmp_path / "results"
-    for part in ("data", "models"):  # the tiny config's pool, test set and base model: the sweep's are the same
-        shutil.copytree(tiny_run / part, results / part)
+    # the tiny config's pool, test set and base model: the sweep's are the same
+    results = inputs_from(tiny_run, tmp_path / "results")
     first = snakemake("--configfile", str(TINY_SWEEP), "--config", f"results={results}")
     counts = job_counts(first.stdout + first.stderr)
     assert counts["score"] == 1 and counts["select"] == 2 and counts["verify"] == 1

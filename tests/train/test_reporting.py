@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from grpo_budget.errors import UserError
 from grpo_budget.experiment import config, plan
@@ -17,6 +15,7 @@ from grpo_budget.experiment.settings import Training
 from grpo_budget.prepare import framearith
 from grpo_budget.train import training
 from grpo_budget.train.fingerprint import fingerprint
+from conftest import TINY, edited_config, inputs_from
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASET = {"grading": {"mode": "lenient", "pattern": r"=\s*(-?\d+)"}, "prompt": {"chat_template": False}}
@@ -88,15 +87,11 @@ def test_wandb_is_offline_in_the_run_folder_and_refused_when_missing(tmp_path, m
 def test_every_trained_arm_of_the_tiny_config_writes_events(tiny_run, tmp_path):
     """The tiny config with report_to: tensorboard, through Snakemake up to training: one event folder per arm. Its
     pool, test set and base model are the session's tiny run's, copied, so that the model is not trained again."""
-    cfg = yaml.safe_load((ROOT / "tests" / "configs" / "tiny.yaml").read_text())
-    cfg["training"]["report_to"] = "tensorboard"
-    cfg["results"] = str(tmp_path / "results")
-    for part in ("data", "models"):
-        shutil.copytree(tiny_run / part, tmp_path / "results" / part)
-    cfg["scoring"]["verify_samples"] = 0  # not on the way to training
-    configfile = tmp_path / "tiny-tb.yaml"
-    configfile.write_text(yaml.safe_dump(cfg))
-    manifests = [plan.paths(cfg["results"]).manifest.format(**r) for r in plan.grid(config.load(configfile))]
+    results = inputs_from(tiny_run, tmp_path / "results")
+    configfile = edited_config(TINY, tmp_path / "tiny-tb.yaml", results=str(results),
+                               training={"report_to": "tensorboard"},
+                               scoring={"verify_samples": 0})  # verification is not on the way to training
+    manifests = [plan.paths(str(results)).manifest.format(**r) for r in plan.grid(config.load(configfile))]
     assert len(manifests) == 3
     out = subprocess.run([sys.executable, "-m", "snakemake", *manifests, "--cores", "2", "--configfile",
                           str(configfile)], cwd=ROOT, capture_output=True, text=True)
