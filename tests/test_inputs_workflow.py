@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from grpo_budget.prepare import splits
+from conftest import TINY
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ROOT / "tests" / "configs" / "tiny.yaml"
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_workflow import snakemake  # noqa: E402

@@ -14,10 +14,9 @@ import yaml
 from grpo_budget.prepare import splits
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ROOT / "tests" / "configs" / "tiny.yaml"
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import edited_config, inputs_from  # noqa: E402
+from conftest import TINY, edited_config, inputs_from  # noqa: E402
 from test_inputs_workflow import planned  # noqa: E402
 from test_workflow import snakemake  # noqa: E402
 

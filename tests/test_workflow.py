@@ -13,9 +13,9 @@ import pytest
 
 from grpo_budget.io import read_parquet
 from grpo_budget.lock import LOCK_FILE
+from conftest import TINY
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ROOT / "tests" / "configs" / "tiny.yaml"
 
 
 def snakemake(*args: str, check: bool = True) -> subprocess.CompletedProcess:

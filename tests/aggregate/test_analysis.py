@@ -22,9 +22,9 @@ from grpo_budget.experiment import config, plan
 from grpo_budget.experiment.settings import Analysis, Training
 from grpo_budget.prepare import framearith
 from grpo_budget.train import training
+from conftest import TINY
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = ROOT / "tests" / "configs" / "tiny.yaml"
 SETTINGS = {"n_boot": 500, "level": 0.95, "seed": 0, "learnable_window": 0.5, "stratify_by": "auto"}
 ANALYSIS = Analysis.from_dict(SETTINGS)  # what the tables take; run.run takes the config's dict, as the CLI does
 

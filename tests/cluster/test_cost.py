@@ -14,9 +14,9 @@ from grpo_budget.cluster.hardware import DEFAULT_SOURCE, DEFAULTS
 from grpo_budget.cluster.rates import fit_rates, measurements
 from grpo_budget.experiment import config
 from grpo_budget.experiment.settings import Cost
+from conftest import TINY
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = ROOT / "tests" / "configs" / "tiny.yaml"
 
 
 def load(path=TINY, results=None, **sections):

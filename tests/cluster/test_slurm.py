@@ -25,7 +25,7 @@ import pytest
 
 from grpo_budget import lock
 from grpo_budget.cluster import slurm
-from conftest import inputs_from
+from conftest import TINY, inputs_from
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "profiles" / "slurm"
@@ -456,7 +456,6 @@ def test_scancel_of_launched_controller_cancels_its_jobs(slurm_cluster, tmp_path
 
 # --------------------------------------------------------------------------- the real workflow (tiny config)
 
-TINY = ROOT / "tests" / "configs" / "tiny.yaml"
 needs_tiny = pytest.mark.skipif(not TINY.exists(), reason=f"{TINY.relative_to(ROOT)} not written yet")
 
 

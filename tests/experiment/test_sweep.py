@@ -18,10 +18,9 @@ from grpo_budget.aggregate.learnable import learnable_table
 from grpo_budget.aggregate.verdicts import verdict_table
 from grpo_budget.experiment import config, plan, schema, sweep
 from grpo_budget.experiment.settings import Analysis
-from conftest import inputs_from
+from conftest import TINY, inputs_from
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = ROOT / "tests" / "configs" / "tiny.yaml"
 TINY_SWEEP = ROOT / "tests" / "configs" / "tiny-sweep.yaml"
 SETTINGS = {"n_boot": 300, "level": 0.95, "seed": 0, "learnable_window": 2, "stratify_by": "auto"}
 ANALYSIS = Analysis.from_dict(SETTINGS)  # what the tables take; run.run takes the config's dict, as the CLI does

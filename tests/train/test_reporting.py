@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,9 +14,8 @@ from grpo_budget.experiment.settings import Training
 from grpo_budget.prepare import framearith
 from grpo_budget.train import training
 from grpo_budget.train.fingerprint import fingerprint
-from conftest import TINY, edited_config, inputs_from
+from conftest import TINY, edited_config, inputs_from, run_snakemake
 
-ROOT = Path(__file__).resolve().parents[2]
 DATASET = {"grading": {"mode": "lenient", "pattern": r"=\s*(-?\d+)"}, "prompt": {"chat_template": False}}
 SETTINGS = {"num_generations": 4, "prompts_per_step": 4, "max_steps": 3, "save_steps": 3,
             "max_completion_length": 8, "learning_rate": 1e-3, "lora": {"r": 2, "alpha": 4}}
@@ -93,9 +91,7 @@ def test_every_trained_arm_of_the_tiny_config_writes_events(tiny_run, tmp_path):
                                scoring={"verify_samples": 0})  # verification is not on the way to training
     manifests = [plan.paths(str(results)).manifest.format(**r) for r in plan.grid(config.load(configfile))]
     assert len(manifests) == 3
-    out = subprocess.run([sys.executable, "-m", "snakemake", *manifests, "--cores", "2", "--configfile",
-                          str(configfile)], cwd=ROOT, capture_output=True, text=True)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    run_snakemake(sys.executable, *manifests, "--configfile", str(configfile))
     for manifest in manifests:
         run = Path(manifest).parent
         series = scalars(run / "tb")
