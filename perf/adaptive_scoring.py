@@ -31,7 +31,8 @@ from grpo_budget.digest import model_digest
 from grpo_budget.experiment import config
 from grpo_budget.experiment.settings import Adaptive, Generation
 from grpo_budget.generation import sample
-from grpo_budget.generation.backends import Sampling, from_settings
+from grpo_budget.generation.backends import from_settings
+from grpo_budget.generation.sampling import Sampling
 from grpo_budget.io import read_parquet, write_parquet
 from grpo_budget.score import scoring
 from grpo_budget.select import policies, posterior

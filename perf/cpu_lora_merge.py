@@ -17,7 +17,8 @@ import torch
 
 from grpo_budget.experiment import config as experiment
 from grpo_budget.generation import prompts
-from grpo_budget.generation.backends import Sampling, VLLMGenerator, load_tokenizer
+from grpo_budget.generation.backends import VLLMGenerator, load_tokenizer
+from grpo_budget.generation.sampling import Sampling
 from grpo_budget.io import read_json, read_parquet
 
 

@@ -29,7 +29,8 @@ from adaptive_scoring import embedded, reference  # noqa: E402  (perf/, beside t
 
 from grpo_budget.aggregate import calibration
 from grpo_budget.experiment.settings import Generation  # noqa: E402
-from grpo_budget.generation.backends import Sampling, from_settings  # noqa: E402
+from grpo_budget.generation.backends import from_settings
+from grpo_budget.generation.sampling import Sampling  # noqa: E402
 from grpo_budget.generation.sample import sample_and_grade
 from grpo_budget.score import agreement
 from grpo_budget.select import sources  # noqa: E402

@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from grpo_budget.generation import backends, prompts
-from grpo_budget.generation.backends import Sampling
+from grpo_budget.generation import vllm_args
+from grpo_budget.generation.sampling import Sampling
 from grpo_budget.prepare import framearith
 
 
@@ -81,7 +82,7 @@ def main() -> None:
     ps = questions(model, a.prompts)
     sampling = Sampling(n=a.samples, temperature=1.0, top_p=1.0, max_new_tokens=a.max_new_tokens, seed=0)
     results = {"model": model, "prompts": a.prompts, "samples": a.samples, "max_new_tokens": a.max_new_tokens,
-               "device": backends.default_device()}
+               "device": vllm_args.default_device()}
     for backend in a.backends:
         start = time.perf_counter()
         gen = backends.make_generator(backend, model, batch_size=a.batch_size, progress=False) \

@@ -13,6 +13,7 @@ import yaml
 from grpo_budget.errors import UserError
 from grpo_budget.experiment import config as experiment_config
 from grpo_budget.generation import backends
+from grpo_budget.generation import vllm_args
 from grpo_budget.gguf_model import extract, gguf_member
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,12 +57,12 @@ def test_a_gguf_model_is_converted_once_beside_a_bootstrapped_one(tmp_path):
 
 
 def test_the_cpu_engine_context_is_capped_for_a_long_context_model():
-    kw = backends.vllm_engine_kwargs(False, 8, {}, on_gpu=False, model_context=8192)
-    assert kw["max_model_len"] == backends.CPU_MAX_MODEL_LEN == 4096  # SmolLM2's 8,192 does not fit the KV cache
-    assert "max_model_len" not in backends.vllm_engine_kwargs(False, 8, {}, on_gpu=False, model_context=128)
-    assert backends.vllm_engine_kwargs(False, 8, {"max_model_len": 2048}, on_gpu=False, model_context=8192)[
+    kw = vllm_args.vllm_engine_kwargs(False, 8, {}, on_gpu=False, model_context=8192)
+    assert kw["max_model_len"] == vllm_args.CPU_MAX_MODEL_LEN == 4096  # SmolLM2's 8,192 does not fit the KV cache
+    assert "max_model_len" not in vllm_args.vllm_engine_kwargs(False, 8, {}, on_gpu=False, model_context=128)
+    assert vllm_args.vllm_engine_kwargs(False, 8, {"max_model_len": 2048}, on_gpu=False, model_context=8192)[
         "max_model_len"] == 2048
-    assert "max_model_len" not in backends.vllm_engine_kwargs(False, 8, {}, on_gpu=True, model_context=8192)
+    assert "max_model_len" not in vllm_args.vllm_engine_kwargs(False, 8, {}, on_gpu=True, model_context=8192)
 
 
 def test_a_missing_gguf_file_is_refused_before_any_job(tmp_path):

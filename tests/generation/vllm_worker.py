@@ -31,7 +31,7 @@ GREEDY = dict(n=1, temperature=0.0, top_p=1.0, max_new_tokens=20, seed=0, top_k=
 
 def greedy(gen, items: pd.DataFrame, adapter: str | None, spec: dict) -> pd.DataFrame:
     from grpo_budget.generation import prompts
-    from grpo_budget.generation.backends import Sampling
+    from grpo_budget.generation.sampling import Sampling
 
     built = prompts.for_dataset(spec.get("dataset", DATASET), list(items["prompt"]), gen.tokenizer)
     out = gen.generate(built, Sampling(**{**GREEDY, **spec.get("greedy", {})}), adapter=adapter,
@@ -41,7 +41,7 @@ def greedy(gen, items: pd.DataFrame, adapter: str | None, spec: dict) -> pd.Data
 
 
 def score(gen, items: pd.DataFrame, spec: dict) -> pd.DataFrame:
-    from grpo_budget.generation.backends import Sampling
+    from grpo_budget.generation.sampling import Sampling
     from grpo_budget.generation.sample import sample_and_grade
 
     return sample_and_grade(gen, items, spec.get("dataset", DATASET), Sampling(**{**SAMPLING, **spec.get("sampling", {})}))

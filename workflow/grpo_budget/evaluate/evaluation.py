@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from grpo_budget.experiment.settings import Generation
-from grpo_budget.generation.backends import Sampling, from_settings
+from grpo_budget.generation.backends import from_settings
+from grpo_budget.generation.sampling import Sampling
 from grpo_budget.generation.sample import sample_and_grade
 from grpo_budget.io import read_json, read_parquet, write_parquet
 from grpo_budget.train.checkpoints import verify_listed

@@ -10,7 +10,8 @@ import pandas as pd
 
 from grpo_budget.experiment import schema
 from grpo_budget.generation import grading, prompts
-from grpo_budget.generation.backends import Generator, Sampling
+from grpo_budget.generation.backends import Generator
+from grpo_budget.generation.sampling import Sampling
 from grpo_budget.prepare.splits import missing_answer
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,8 @@ import pandas as pd
 from grpo_budget.digest import model_digest
 from grpo_budget.errors import UserError
 from grpo_budget.experiment.settings import Adaptive, Generation
-from grpo_budget.generation.backends import Generator, Sampling, from_settings
+from grpo_budget.generation.backends import Generator, from_settings
+from grpo_budget.generation.sampling import Sampling
 from grpo_budget.generation.sample import GRADED_COLUMNS, sample_and_grade
 from grpo_budget.io import numbered_path, read_json, read_parquet, write_json, write_parquet
 from grpo_budget.score import adaptive as adaptive_mod

@@ -20,7 +20,8 @@ import pandas as pd
 
 from grpo_budget.experiment.settings import Bootstrap
 from grpo_budget.generation import grading
-from grpo_budget.generation.backends import Sampling, TransformersGenerator
+from grpo_budget.generation.backends import TransformersGenerator
+from grpo_budget.generation.sampling import Sampling
 from grpo_budget.io import atomic_path, write_json
 from grpo_budget.prepare import framearith
 
