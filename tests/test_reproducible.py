@@ -6,11 +6,7 @@ what an AVX2-only processor leaves MKL) and whose PyTorch picks AVX2 kernels (wh
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import platform
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,12 +16,8 @@ import torch
 from grpo_budget.errors import UserError
 from grpo_budget.reproducible import PINS, SWITCH, cpu_pins, pin_cpu_code_path
 
-AVX2_MACHINE = {"MKL_ENABLE_INSTRUCTIONS": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
-DATASET = {"generator": "frame_arithmetic", "params": {"width": 6, "min_ops": 1, "max_ops": 6},
-           "grading": {"mode": "lenient", "pattern": r"=\s*(-?\d+)"}}
-SETTINGS = {"dataset": "framearith", "hidden_size": 64, "intermediate_size": 256, "num_layers": 2, "num_heads": 2,
-            "max_steps": 40, "calib_every": 40, "sparse_calib_every": 40, "calib_items": 16, "calib_samples": 2,
-            "train_items": 2000, "batch_size": 32, "seed": 0}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "perf"))
+from cpu_paths import AVX2_MACHINE, weights  # noqa: E402  (the settings trained, in one place)
 
 
 def test_pins_on_x86_only_and_never_over_the_users_choice():
@@ -37,16 +29,6 @@ def test_pins_on_x86_only_and_never_over_the_users_choice():
     added = pin_cpu_code_path(env)
     if platform.machine() == "x86_64":
         assert env == {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "avx2"} and added == {"ATEN_CPU_CAPABILITY": "avx2"}
-
-
-def weights(tmp: Path, name: str, env: dict) -> str:
-    """The tiny model ``grpo-budget bootstrap-model`` trains under ``env``: a digest of its weights."""
-    out = tmp / name
-    run_env = {k: v for k, v in os.environ.items() if k not in (*PINS, SWITCH, "MKL_ENABLE_INSTRUCTIONS")} | env
-    subprocess.run([sys.executable, "-m", "grpo_budget.cli", "--threads", "1", "bootstrap-model", "--dataset",
-                    json.dumps(DATASET), "--settings", json.dumps(SETTINGS), "--out", str(out)],
-                   check=True, capture_output=True, env=run_env)
-    return hashlib.sha256((out / "model.safetensors").read_bytes()).hexdigest()
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="the pins are for x86-64 processors")
