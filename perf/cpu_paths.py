@@ -28,8 +28,6 @@ DATASET = {"generator": "frame_arithmetic", "params": {"width": 6, "min_ops": 1,
 SETTINGS = {"dataset": "framearith", "hidden_size": 64, "intermediate_size": 256, "num_layers": 2, "num_heads": 2,
             "max_steps": 40, "calib_every": 40, "sparse_calib_every": 40, "calib_items": 16, "calib_samples": 2,
             "train_items": 2000, "batch_size": 32, "seed": 0}
-# An AVX2-only processor as PyTorch and MKL see it, played on a larger one.
-AVX2_MACHINE = {"MKL_ENABLE_INSTRUCTIONS": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 # Each setting on top of the CLI's own pins (a variable set here is kept by them).
 SETTINGS_TRIED = {
     "pinned": {},
