@@ -15,7 +15,7 @@ RULES = ROOT / "workflow" / "rules"
 MAX_LINES = 400
 # Imported where they are used: each costs seconds or gigabytes to import, and most jobs need none of them.
 HEAVY = {"torch", "transformers", "trl", "peft", "vllm", "datasets", "matplotlib", "submitit", "math_verify",
-         "tokenizers", "huggingface_hub"}
+         "tokenizers", "huggingface_hub", "scipy"}
 DISPATCH = {"grpo_budget.cli"}  # the CLI imports each subcommand's stage when that subcommand runs
 
 

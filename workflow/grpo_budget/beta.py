@@ -7,9 +7,6 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, special
-from scipy import stats as sps
-
 from grpo_budget.stats import _check_level
 
 __all__ = ["beta_posterior", "fit_beta_prior"]
@@ -75,6 +72,8 @@ def fit_beta_prior(k: object, n: object) -> tuple[float, float]:
     pairs, w = np.unique(np.column_stack([k_arr, n_arr]), axis=0, return_counts=True)
     kk, nn, w = pairs[:, 0], pairs[:, 1], w / w.sum()
 
+    from scipy import optimize, special
+
     def nll(x: np.ndarray) -> tuple[float, np.ndarray]:
         a, b = np.exp(x)
         ll = np.sum(w * (special.betaln(kk + a, nn - kk + b) - special.betaln(a, b)))
@@ -100,6 +99,8 @@ def beta_posterior(k: object, n: object, alpha: object, beta: object, level: flo
     :func:`grpo_budget.learnability.expected_learnable_beta`), ``mean`` (``(alpha + k) / (alpha + beta + n)``)
     and ``lo``/``hi`` (the equal-tailed ``level`` credible interval). Items with ``n == 0`` get the prior.
     """
+    from scipy import stats as sps
+
     _check_level(level)
     k_arr, n_arr = _counts(k, n)
     k_arr, n_arr = np.atleast_1d(k_arr).ravel(), np.atleast_1d(n_arr).ravel()

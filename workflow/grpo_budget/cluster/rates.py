@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import nnls
 
 from grpo_budget.cluster.hardware import DEFAULT_SOURCE, DEFAULTS
 from grpo_budget.cluster.rules import CPU, GENERATE, TRAIN
@@ -108,6 +107,8 @@ def _fit(rows: pd.DataFrame, y: str = "seconds", startup: bool = True) -> tuple[
         told_apart = bool(cols[0].min() > 0 and per_step.max() >= 1.5 * max(per_step.min(), 1e-9))
     if len(rows) < len(cols) or not told_apart:
         return None
+    from scipy.optimize import nnls
+
     a = np.column_stack(cols)
     scale = a.max(axis=0)
     scale[scale == 0] = 1

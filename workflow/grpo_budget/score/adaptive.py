@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import special
 
 from grpo_budget.experiment.settings import Adaptive
 from grpo_budget.select.policies import POLICIES, Pool, budget_size, difficulty_order
@@ -62,6 +61,8 @@ def interval(means: np.ndarray, order: np.ndarray, chosen: np.ndarray) -> tuple[
 
 def mass_inside(a: np.ndarray, b: np.ndarray, lo: float, hi: float) -> np.ndarray:
     """``P(lo <= p <= hi)`` for ``p ~ Beta(a, b)``, per item."""
+    from scipy import special
+
     return special.betainc(a, b, hi) - special.betainc(a, b, lo)
 
 
