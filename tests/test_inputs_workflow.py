@@ -53,7 +53,10 @@ def local_config(root: Path, model: Path, learning_rate: float = 1e-3) -> Path:
 def test_an_edited_input_or_another_clones_settings_rerun_exactly_what_depends_on_them(tmp_path, tiny_model_dir):
     model = tmp_path / "model"
     shutil.copytree(tiny_model_dir, model)
-    config = ("--configfile", str(local_config(tmp_path, model)))
+    # every job up to the evaluations (the aggregates read what they read through the same inputs)
+    evals = [str(tmp_path / f"results/runs/tiny/local/{p}/b0.2/s0/eval/local.parquet") for p in ("hard", "random")]
+    base = str(tmp_path / "results/base/tiny/local.parquet")
+    config = ("--configfile", str(local_config(tmp_path, model)), *evals, base)
     snakemake(*config)
     assert planned(*config) == {}
 
@@ -63,7 +66,7 @@ def test_an_edited_input_or_another_clones_settings_rerun_exactly_what_depends_o
     clone = tmp_path / "clone"
     clone.mkdir()
     other = ("--directory", str(clone), "-s", str(ROOT / "Snakefile"),
-             "--configfile", str(local_config(tmp_path, model, learning_rate=5e-3)))
+             "--configfile", str(local_config(tmp_path, model, learning_rate=5e-3)), *config[2:])
     jobs = planned(*other)
     assert jobs == planned(*config) and jobs["train"] == jobs["evaluate"] == 2
     assert not {"prepare", "score", "select", "evaluate_base"} & set(jobs)

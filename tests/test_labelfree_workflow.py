@@ -69,13 +69,13 @@ def test_unlabeled_pool_is_selected_by_agreement_and_training_needs_the_bought_a
 @pytest.mark.slow
 def test_label_free_cpu_config_arms_side_by_side(embedded_default_run, tmp_path):
     """configs/label-free-cpu.yaml: learnable by labels, by agreement and by a weaker proxy, with the calibration
-    table and the labels each arm bought (training shortened to 20 steps). Its pool, test set and trained model are
-    the embedded default's (same task, seed and bootstrap settings), copied from that run; the proxy is bootstrapped
-    here."""
+    table and the labels each arm bought (training shortened to 10 steps of 8 prompts). Its pool, test set and
+    trained model are the embedded default's (same task, seed and bootstrap settings), copied from that run; the
+    proxy is bootstrapped here."""
     r = inputs_from(embedded_default_run, tmp_path / "results", ("data", "models/tiny"))
-    # half its training steps: what is checked here is selection
+    # a quarter of its training steps of half its prompts: what is checked here is selection
     path = edited_config(ROOT / "configs" / "label-free-cpu.yaml", tmp_path / "label-free-cpu.yaml",
-                         training={"max_steps": 20, "save_steps": 10})
+                         training={"max_steps": 10, "save_steps": 5, "prompts_per_step": 8})
     snakemake("--configfile", str(path), "--config", f"results={r}")
     cal = pd.read_csv(r / "tables/label_free.csv")
     rho = cal[cal["measure"] == "rho"].set_index("source")

@@ -1,6 +1,6 @@
-"""configs/online-cpu.yaml end to end, for real, with half its training steps: offline selection against online
-filtering (dynamic sampling) on the embedded default's task, each arm's cost, the verdicts at matched compute, and
-seeds needed; then adding a seed plans only the new seed's jobs."""
+"""configs/online-cpu.yaml end to end, for real, with a quarter of its training steps of half its prompts: offline
+selection against online filtering (dynamic sampling) on the embedded default's task, each arm's cost, the verdicts
+at matched compute, and seeds needed; then adding a seed plans only the new seed's jobs."""
 
 from __future__ import annotations
 
@@ -19,14 +19,14 @@ from conftest import edited_config, inputs_from  # noqa: E402
 from test_inputs_workflow import planned  # noqa: E402
 from test_workflow import snakemake  # noqa: E402
 
-PROMPTS = 16  # training.prompts_per_step of the config
-STEPS = 20  # half the config's 40 (two checkpoints, 10 steps apart): the test's minutes go to training
+PROMPTS = 8  # half the config's training.prompts_per_step (16)
+STEPS = 10  # a quarter of the config's 40 (two checkpoints, 5 steps apart): the test's minutes go to training
 
 
 def shortened(folder: Path, seeds: list[int]) -> Path:
-    """The config with STEPS training steps and these seeds, written to ``folder``."""
-    return edited_config(CONFIG, folder / f"online-{len(seeds)}-seeds.yaml",
-                         training={"max_steps": STEPS, "save_steps": STEPS // 2}, seeds=seeds)
+    """The config with STEPS training steps of PROMPTS prompts and these seeds, written to ``folder``."""
+    return edited_config(CONFIG, folder / f"online-{len(seeds)}-seeds.yaml", seeds=seeds,
+                         training={"max_steps": STEPS, "save_steps": STEPS // 2, "prompts_per_step": PROMPTS})
 
 
 @pytest.fixture(scope="module")

@@ -246,14 +246,23 @@ def test_budget_curve_only_with_several_budgets(swept, tmp_path):
 # End to end
 
 
-@pytest.mark.slow
-def test_tiny_sweep_end_to_end_then_a_third_value_runs_only_its_jobs(tiny_run, tmp_path):
-    # the tiny config's pool, test set and base model: the sweep's are the same
-    results = inputs_from(tiny_run, tmp_path / "results")
-    first = snakemake("--configfile", str(TINY_SWEEP), "--config", f"results={results}")
-    counts = job_counts(first.stdout + first.stderr)
+def test_tiny_sweep_scores_and_selects_once_and_trains_and_evaluates_each_variant(tmp_path):
+    out = snakemake("-n", "--configfile", str(TINY_SWEEP), "--config", f"results={tmp_path / 'results'}")
+    counts = job_counts(out.stdout + out.stderr)
     assert counts["score"] == 1 and counts["select"] == 2 and counts["verify"] == 1
     assert counts["evaluate_base"] == 1 and counts["train"] == 4 and counts["evaluate"] == 4
+
+
+@pytest.mark.slow
+def test_tiny_sweep_end_to_end_then_a_third_value_runs_only_its_jobs(tiny_run, tmp_path):
+    # the tiny config's pool, test set, base model, scores, base evaluation and the two arms' subsets: the sweep's
+    # are the same (which jobs a fresh sweep plans: the test above); verify checks the sweep's arms only, so it runs
+    subsets = tuple(f"runs/tiny/framearith/{p}/b0.2/s0/subset.parquet" for p in ("hard", "random"))
+    results = inputs_from(tiny_run, tmp_path / "results", ("data", "models", "scores", "base", *subsets))
+    first = snakemake("--configfile", str(TINY_SWEEP), "--config", f"results={results}")
+    counts = job_counts(first.stdout + first.stderr)
+    assert counts["verify"] == 1 and counts["train"] == 4 and counts["evaluate"] == 4
+    assert not {"score", "select", "evaluate_base"} & set(counts), counts  # a sweep leaves them as they were
     runs = results / "runs/tiny/framearith"
     for policy in ("hard", "random"):
         assert (runs / policy / "b0.2/s0/subset.parquet").exists()
