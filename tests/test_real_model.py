@@ -89,11 +89,12 @@ def test_every_stage_runs_on_the_real_model(smollm2_run):
     assert scores["n_truncated"].sum() < scores["n_samples"].sum()  # some samples end at the end-of-turn token
     for policy in ("hard", "hard@agreement"):
         run = r / f"runs/smol/bbh3/{policy}/b0.5/s0"
-        assert sorted(pd.read_parquet(run / "eval/bbh3.parquet")["step"].unique()) == [1, 2]
+        # one checkpoint, the last: evaluating several is the tiny runs' (each costs a real model's generation)
+        assert sorted(pd.read_parquet(run / "eval/bbh3.parquet")["step"].unique()) == [2]
         adapter = json.loads((run / "checkpoints/checkpoint-2/adapter_config.json").read_text())
         assert set(adapter["target_modules"]) == LLAMA_PROJECTIONS  # every linear layer by its real name
         manifest = json.loads((run / "manifest.json").read_text())
-        assert [c["step"] for c in manifest["checkpoints"]] == [1, 2] and all(c["sha256"] for c in manifest["checkpoints"])
+        assert [c["step"] for c in manifest["checkpoints"]] == [2] and all(c["sha256"] for c in manifest["checkpoints"])
         model = json.loads((run / "checkpoints/fingerprint.json").read_text())["parts"]["model"]
         assert "model.safetensors" in model["files"]  # the real folder's content digest
 

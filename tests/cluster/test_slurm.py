@@ -433,7 +433,13 @@ def test_controller_notices_job_cancelled_by_user(slurm_cluster, tmp_path, statu
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
-            proc.wait(timeout=300)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                # sacct's case: Ctrl-C does not end a controller that still takes the cancelled job as running (it
+                # waited out 300 s here), and its one job is cancelled already
+                proc.kill()
+                proc.wait()
     text = log.read_text()
     assert rc != 0
     assert "Error in rule sleepy" in text and f"rule_sleepy/{job_id}.log" in text, text
@@ -599,9 +605,11 @@ def first_output_of(rule: str, results: Path, env: dict[str, str], suffix: str, 
 @needs_tiny
 def test_cancelled_training_resumes_from_last_checkpoint(slurm_cluster, tiny_run, tmp_path):
     """scancel a running train job once it has a checkpoint; the re-run resumes from that checkpoint. The pool,
-    test set and base model are the session's tiny run's, copied (the rest of the DAG on SLURM is the test above)."""
+    test set, base model, scores and subsets are the session's tiny run's, copied, so that the first SLURM job is the
+    training (the rest of the DAG on SLURM is the test above)."""
     env = workflow_env(slurm_cluster)
-    results = inputs_from(tiny_run, tmp_path / "results")
+    subsets = tuple(f"runs/tiny/framearith/{p}/b0.2/s0/subset.parquet" for p in ("hard", "random", "full"))
+    results = inputs_from(tiny_run, tmp_path / "results", ("data", "models", "scores", *subsets))
     # long enough a training that the kill surely lands between the first checkpoint and the end
     slow = tmp_path / "slow_train.yaml"
     slow.write_text("training: {max_steps: 60, save_steps: 3}\n")
