@@ -151,3 +151,28 @@ def test_tests_mirror_the_stage_folders():
     assert folders <= {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
     names = [p.name for p in tests.rglob("test_*.py")]
     assert len(names) == len(set(names))
+
+
+# What the Snakefile (every snakemake command, every cluster job's own parse) and the light jobs import: each heavy
+# dependency loaded here costs every one of them its import time (SciPy alone 0.6-2 s).
+LIGHT = {
+    "the Snakefile's imports (workflow/rules/common.smk)": [
+        "grpo_budget.failures", "grpo_budget.lock", "grpo_budget.aggregate.run", "grpo_budget.cluster.cost",
+        "grpo_budget.cluster.memory_plan", "grpo_budget.cluster.rules", "grpo_budget.cluster.work",
+        "grpo_budget.experiment.config", "grpo_budget.experiment.plan", "grpo_budget.experiment.provenance",
+        "grpo_budget.hub", "grpo_budget.select.policies"],
+    "a prepare job": ["grpo_budget.cli", "grpo_budget.prepare.splits"],
+    "a select job": ["grpo_budget.cli", "grpo_budget.experiment.plan", "grpo_budget.io", "grpo_budget.select.policies"],
+    "an aggregate job": ["grpo_budget.cli", "grpo_budget.aggregate.run"],
+}
+
+
+@pytest.mark.parametrize("what", sorted(LIGHT))
+def test_light_imports_load_no_heavy_dependency(what):
+    import subprocess
+    import sys
+
+    code = (f"import importlib, sys; [importlib.import_module(m) for m in {LIGHT[what]!r}]; "
+            f"print(' '.join(sorted(m for m in {sorted(HEAVY)!r} if m in sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [], f"{what} imports {out.stdout.strip()}"
