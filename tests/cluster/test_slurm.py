@@ -501,7 +501,7 @@ def submitted_rules(log: str) -> dict[str, list[str]]:
 
 def planned_jobs(results: Path, env: dict[str, str], *targets: str) -> dict[str, int]:
     """rule -> number of jobs, from the dry run's "Job stats" table."""
-    out = run(workflow_cmd(results, "-n", "--quiet", "rules", *targets), env=env, cwd=ROOT, timeout=300)
+    out = run(workflow_cmd(results, *targets, "-n", "--quiet", "rules"), env=env, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     counts, table = {}, False
     for line in (out.stdout + out.stderr).splitlines():
@@ -608,7 +608,7 @@ def test_cancelled_training_resumes_from_last_checkpoint(slurm_cluster, tiny_run
     test set, base model, scores and subsets are the session's tiny run's, copied, so that the first SLURM job is the
     training (the rest of the DAG on SLURM is the test above)."""
     env = workflow_env(slurm_cluster)
-    subsets = tuple(f"runs/tiny/framearith/{p}/b0.2/s0/subset.parquet" for p in ("hard", "random", "full"))
+    subsets = tuple(f"runs/tiny/framearith/{arm}/s0/subset.parquet" for arm in ("hard/b0.2", "random/b0.2", "full/ball"))
     results = inputs_from(tiny_run, tmp_path / "results", ("data", "models", "scores", *subsets))
     # long enough a training that the kill surely lands between the first checkpoint and the end
     slow = tmp_path / "slow_train.yaml"
