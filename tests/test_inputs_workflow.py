@@ -55,8 +55,8 @@ def test_an_edited_input_or_another_clones_settings_rerun_exactly_what_depends_o
     shutil.copytree(tiny_model_dir, model)
     # every job up to the evaluations (the aggregates read what they read through the same inputs)
     evals = [str(tmp_path / f"results/runs/tiny/local/{p}/b0.2/s0/eval/local.parquet") for p in ("hard", "random")]
-    base = str(tmp_path / "results/base/tiny/local.parquet")
-    config = ("--configfile", str(local_config(tmp_path, model)), *evals, base)
+    targets = (*evals, str(tmp_path / "results/base/tiny/local.parquet"))  # before --configfile, which takes many
+    config = (*targets, "--configfile", str(local_config(tmp_path, model)))
     snakemake(*config)
     assert planned(*config) == {}
 
@@ -65,8 +65,8 @@ def test_an_edited_input_or_another_clones_settings_rerun_exactly_what_depends_o
     # the same holds the other way.
     clone = tmp_path / "clone"
     clone.mkdir()
-    other = ("--directory", str(clone), "-s", str(ROOT / "Snakefile"),
-             "--configfile", str(local_config(tmp_path, model, learning_rate=5e-3)), *config[2:])
+    other = (*targets, "--directory", str(clone), "-s", str(ROOT / "Snakefile"),
+             "--configfile", str(local_config(tmp_path, model, learning_rate=5e-3)))
     jobs = planned(*other)
     assert jobs == planned(*config) and jobs["train"] == jobs["evaluate"] == 2
     assert not {"prepare", "score", "select", "evaluate_base"} & set(jobs)
