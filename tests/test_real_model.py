@@ -27,15 +27,36 @@ LLAMA_PROJECTIONS = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_pr
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "generation"))
 import vllm_worker  # noqa: E402
-from conftest import inputs_from, output_files, output_schema, run_snakemake  # noqa: E402
+from conftest import (finish_snakemake, inputs_from, output_files, output_schema, run_snakemake,  # noqa: E402
+                      start_snakemake, vllm_available, vllm_python_path)
+
+
+VLLM_RUN: dict[str, object] = {}  # the vLLM run, started beside the transformers run when a vLLM environment is there
+
+
+def smollm2_args(results: Path, wheel: Path, *more: str) -> tuple[str, ...]:
+    return ("--configfile", str(CONFIG), "--config", f"results={results}", f"models={{'smol': {{'gguf': '{wheel}'}}}}",
+            *more)
 
 
 @pytest.fixture(scope="session")
-def smollm2_run(tmp_path_factory, smollm2_wheel, shared_data) -> Path:
+def smollm2_run(tmp_path_factory, smollm2_wheel, shared_data):
+    """The config on the transformers backend. Where the vLLM environment exists, the vLLM run (below) starts beside
+    it once the converted model and the prepared data are there: each run's jobs take one thread and wait on each
+    other along one chain (convert, score, select, train, evaluate), so two runs side by side fill both cores."""
     results = tmp_path_factory.mktemp("smollm2") / "results"
-    run_snakemake(sys.executable, "--configfile", str(CONFIG), "--config", f"results={results}",
-                  f"models={{'smol': {{'gguf': '{smollm2_wheel}'}}}}")
-    return results
+    run_snakemake(sys.executable, *smollm2_args(results, smollm2_wheel),
+                  *(str(results / f) for f in ("models/smol", "data/bbh3/pool.parquet", "data/bbh3/test.parquet")))
+    if vllm_available():
+        vllm = inputs_from(results, tmp_path_factory.mktemp("smollm2-vllm") / "results")
+        VLLM_RUN.update(results=vllm, proc=start_snakemake(vllm_python_path(), *smollm2_args(vllm, smollm2_wheel,
+                                                                                            "backend=vllm")))
+    try:
+        run_snakemake(sys.executable, *smollm2_args(results, smollm2_wheel))
+        yield results
+    finally:  # a vLLM run no test waited for (this run failed, or no vLLM test was selected) ends with the session
+        if "proc" in VLLM_RUN and VLLM_RUN["proc"].poll() is None:
+            VLLM_RUN["proc"].kill()
 
 
 @pytest.fixture(scope="session")
@@ -43,10 +64,12 @@ def smollm2_vllm_run(smollm2_run, smollm2_wheel, vllm_python, tmp_path_factory) 
     """The same config with ``backend=vllm``, from the vLLM environment (its jobs run its ``grpo-budget``): the
     converted model folder and the prepared data are the transformers run's, copied (neither depends on the
     backend); scoring, verification, selection, training, evaluation and the aggregates run again."""
-    results = inputs_from(smollm2_run, tmp_path_factory.mktemp("smollm2-vllm") / "results")
-    run_snakemake(vllm_python, "--configfile", str(CONFIG), "--config", f"results={results}", "backend=vllm",
-                  f"models={{'smol': {{'gguf': '{smollm2_wheel}'}}}}")
-    return results
+    if "proc" not in VLLM_RUN:
+        results = inputs_from(smollm2_run, tmp_path_factory.mktemp("smollm2-vllm") / "results")
+        VLLM_RUN.update(results=results, proc=start_snakemake(vllm_python, *smollm2_args(results, smollm2_wheel,
+                                                                                         "backend=vllm")))
+    finish_snakemake(VLLM_RUN["proc"])
+    return VLLM_RUN["results"]
 
 
 @pytest.fixture(scope="session")
