@@ -45,8 +45,8 @@ def smollm2_run(tmp_path_factory, smollm2_wheel, shared_data):
     it once the converted model and the prepared data are there: each run's jobs take one thread and wait on each
     other along one chain (convert, score, select, train, evaluate), so two runs side by side fill both cores."""
     results = tmp_path_factory.mktemp("smollm2") / "results"
-    run_snakemake(sys.executable, *smollm2_args(results, smollm2_wheel),
-                  *(str(results / f) for f in ("models/smol", "data/bbh3/pool.parquet", "data/bbh3/test.parquet")))
+    inputs = (str(results / f) for f in ("models/smol", "data/bbh3/pool.parquet", "data/bbh3/test.parquet"))
+    run_snakemake(sys.executable, *inputs, *smollm2_args(results, smollm2_wheel))  # targets first: --config takes many
     if vllm_available():
         vllm = inputs_from(results, tmp_path_factory.mktemp("smollm2-vllm") / "results")
         VLLM_RUN.update(results=vllm, proc=start_snakemake(vllm_python_path(), *smollm2_args(vllm, smollm2_wheel,
