@@ -93,9 +93,11 @@ def inputs_from(run: Path, results: Path, parts: tuple[str, ...] = ("data", "mod
     for part in parts:
         if (run / part).is_dir():
             shutil.copytree(run / part, results / part)
-        else:
+        else:  # with its checksum beside it (grpo_budget.io)
             (results / part).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(run / part, results / part)
+            for name in (Path(part).name, f".{Path(part).name}.sha256"):
+                if (run / part).with_name(name).exists():
+                    shutil.copy2((run / part).with_name(name), (results / part).with_name(name))
     return results
 
 
