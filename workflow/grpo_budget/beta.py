@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pandas as pd
+
 from grpo_budget.stats import _check_level
 
 __all__ = ["beta_posterior", "fit_beta_prior"]
