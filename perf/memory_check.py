@@ -16,7 +16,7 @@ import argparse
 import json
 import time
 
-from grpo_budget.cluster import memory
+from grpo_budget.cluster.activations import training_step
 from grpo_budget.cluster.hardware import DEFAULTS
 from grpo_budget.cluster.shapes import BUNDLED, DTYPE_BYTES, Shape
 
@@ -60,9 +60,9 @@ def step(model, micro_batch: int, prompt: int, completion: int, checkpointing: b
 
 def predicted(shape: Shape, micro_batch: int, prompt: int, completion: int, checkpointing: bool, b: int,
               lora_r: int) -> dict:
-    acts = memory.activations(shape, micro_batch * (prompt + completion), micro_batch * completion, b, checkpointing)
-    parts = {"weights": shape.parameters() * b, "LoRA+Adam": shape.lora_parameters(lora_r, "all-linear") * 16,
-             "activations": acts}
+    # no padding mask here, so transformers' SDPA keeps k and v at their own (grouped) width
+    parts = training_step(shape, micro_batch, prompt + completion, completion, b, checkpointing, lora_r, "all-linear",
+                          masked=False)
     tokens = micro_batch * (prompt + completion)
     return {"memory_gib": sum(parts.values()) / GIB, **{f"{k}_gib": v / GIB for k, v in parts.items()},
             "step_s": tokens / DEFAULTS.train_rate(shape.parameters() / 1e9)}

@@ -40,9 +40,16 @@ class Hardware:
         batch = self.concurrency if batch is None else batch
         return batch / self.decode_step(size_b, batch)
 
-    def train_rate(self, size_b: float) -> float:
-        """Tokens trained on per second (forward and backward)."""
-        return self.peak_flops * self.train_mfu / (6 * max(size_b, 1e-3) * 1e9)
+    def train_rate(self, size_b: float, checkpointing: bool = False) -> float:
+        """Tokens trained on per second (forward and backward; with gradient checkpointing, the forward again)."""
+        rate = self.peak_flops * self.train_mfu / (6 * max(size_b, 1e-3) * 1e9)
+        return rate / RECOMPUTE if checkpointing else rate
+
+
+# Gradient checkpointing runs each layer's forward twice. A LoRA step's backward computes only the activations'
+# gradients (the base weights are frozen): about one forward's FLOPs, so the step is two forwards and checkpointing
+# makes it three. Measured on an H200 (../shared/gpu/memory-check-h200.csv): 1.39-1.73 x.
+RECOMPUTE = 3 / 2
 
 
 DEFAULTS = Hardware()

@@ -200,7 +200,7 @@ def default_rate(job: Job) -> Rate:
     if job.kind == CPU:
         return Rate(60.0 if job.rule == "prepare" else 30.0, 0.0, 0.0, "default")
     per_pass = hw.decode_step(job.size_b, max(job.batch, 1))
-    per_token = 1 / hw.train_rate(job.size_b) if job.kind == TRAIN else 0.0
+    per_token = 1 / hw.train_rate(job.size_b, job.checkpointing) if job.kind == TRAIN else 0.0
     return Rate(hw.startup(job.size_b), per_pass, per_token, DEFAULT_SOURCE)
 
 

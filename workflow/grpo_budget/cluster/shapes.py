@@ -17,6 +17,7 @@ from grpo_budget.hub import folder_name, is_hub_id
 BUNDLED = Path(__file__).with_name("model_configs")  # config.json fields of the paper models, by hub id with / -> --
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 BIASED_QKV = {"Qwen2ForCausalLM"}  # q, k and v carry biases (their configs have no attention_bias field)
+FUSED_PROJECTIONS = {"Phi3ForCausalLM"}  # one qkv_proj and one gate_up_proj module per layer
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Shape:
     dtype: str  # the weights' dtype as saved (config torch_dtype)
     qkv_bias: bool = False
     qk_norm: bool = False  # Qwen3 normalises queries and keys per head
+    fused: bool = False  # q, k, v and gate, up are fused modules (what PEFT adapts)
 
     @classmethod
     def from_config(cls, c: dict) -> "Shape":
@@ -48,7 +50,7 @@ class Shape:
                    max_positions=int(c.get("max_position_embeddings") or 0),
                    dtype=str(c.get("torch_dtype") or c.get("dtype") or "float32"),
                    qkv_bias=bool(c.get("attention_bias", arch in BIASED_QKV)),
-                   qk_norm=c.get("model_type") == "qwen3")
+                   qk_norm=c.get("model_type") == "qwen3", fused=arch in FUSED_PROJECTIONS)
 
     @property
     def q_width(self) -> int:
@@ -77,10 +79,10 @@ class Shape:
         return {"q_proj": (h, self.q_width), "k_proj": (h, self.kv_width), "v_proj": (h, self.kv_width),
                 "o_proj": (self.q_width, h), "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
 
-    def lora_parameters(self, r: int, targets: str | list[str], layers: int | None = None) -> int:
+    def lora_parameters(self, r: int, target_modules: str | list[str], layers: int | None = None) -> int:
         """LoRA's A and B weights at rank ``r`` on the named layers (a name, group or all-linear, as
         ``training.lora.target_modules``) of ``layers`` decoder layers (default: all)."""
-        chosen = _targets(targets)
+        chosen = targets(target_modules)
         per_layer = sum(r * (a + b) for name, (a, b) in self.linears().items() if name in chosen)
         return per_layer * (self.layers if layers is None else layers)
 
@@ -94,9 +96,10 @@ GROUPS["all-linear"] = GROUPS["attention"] | GROUPS["mlp"]
 FUSED = {"qkv_proj": {"q_proj", "k_proj", "v_proj"}, "gate_up_proj": {"gate_proj", "up_proj"}}
 
 
-def _targets(targets: str | list[str]) -> set[str]:
+def targets(target_modules: str | list[str]) -> set[str]:
+    """The module names ``training.lora.target_modules`` adapts (groups expanded, a fused module with its parts)."""
     names: set[str] = set()
-    for t in [targets] if isinstance(targets, str) else targets:
+    for t in [target_modules] if isinstance(target_modules, str) else target_modules:
         names |= GROUPS.get(t, {t.rsplit(".", 1)[-1]})
     for fused, parts in FUSED.items():
         if fused in names:

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from grpo_budget.aggregate.run import OUTPUTS
 from grpo_budget.cluster.hardware import DEFAULTS
+from grpo_budget.cluster.memory_plan import job_training
 from grpo_budget.cluster.rules import RULES, TRAIN, job_name, log_folder
 from grpo_budget.experiment import plan, sweep
 from grpo_budget.experiment.settings import Adaptive, Bootstrap, Training
@@ -157,6 +158,7 @@ class Job:
     passes: int = 0  # sequential decoding steps: batches one after another x tokens each
     steps: int = 0  # optimizer steps (train)
     train_log: str = ""  # its train_log.parquet, relative to the results folder (train)
+    checkpointing: bool = False  # gradient checkpointing, as the memory plan resolves it (train)
 
     @property
     def stage(self) -> str:
@@ -249,15 +251,20 @@ def jobs(config: dict) -> list[Job]:
     for r in plan.grid(config):
         out.append(Job("select", job_name(config, "select", r), r["model"], r["dataset"]))
     relative = plan.paths(".", sweep.has_sweep(config)).train_log.removeprefix("./")
+    resolved: dict[tuple, bool] = {}
     for r in plan.training_runs(config):
         name = job_name(config, "train", r)
-        t = Training.from_dict(plan.training_settings(config, r["model"], r.get("variant")))
+        settings = plan.training_settings(config, r["model"], r.get("variant"))
+        t = Training.from_dict(settings)
+        key = (r["model"], r.get("variant"))
+        if key not in resolved:  # the memory plan's resolution of gradient_checkpointing: auto
+            resolved[key] = bool(job_training(config, r["model"], settings)["gradient_checkpointing"])
         steps, saves = schedule(subset_items(config, r), t, default_prompts_per_step(t))
         seqs = steps * int(t.prompts_per_step) * int(t.num_generations)
         length = int(t.max_completion_length)
         out.append(Job("train", name, r["model"], r["dataset"], name, model_size_b(config, r["model"]), seqs,
                        seqs * length, seqs * length, batch=seqs // steps, passes=steps * length, steps=steps,
-                       train_log=relative.format(**r)))
+                       train_log=relative.format(**r), checkpointing=resolved[key]))
         for e in plan.evalsets(config, r["dataset"]):
             checkpoints = 1 if config["datasets"][e]["eval_only"] else len(saves)
             out.append(_gen_job(config, "evaluate", job_name(config, "evaluate", dict(r, evalset=e)), r["model"], e,
