@@ -1,8 +1,8 @@
 """The memory plan: the GPU memory of every GPU job (weights, LoRA and optimizer state, activations, vLLM's copy and
 KV cache) on the configured card, the job settings that fit, or a one-line refusal before any job is submitted.
 
-Estimates, not measurements (``perf/gpu-check.sh`` measures them on a GPU): activations count the tensors a decoder
-layer keeps for its backward pass in the training dtype (SDPA/flash attention, so no seq x seq scores); vLLM's
+Estimates, checked against measurements (``perf/gpu-check.sh`` measures them on a GPU): activations count the tensors
+autograd keeps for the backward pass (:mod:`grpo_budget.cluster.activations`); vLLM's
 overhead is its profiling run (TRL's ``max_num_batched_tokens`` 4096) plus the sampler's logits and a fixed reserve
 for CUDA graphs; every process also holds a CUDA context.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from grpo_budget.cluster.activations import training_step
 from grpo_budget.cluster.shapes import Shape, dtype_bytes
 from grpo_budget.errors import UserError
 
@@ -24,9 +25,8 @@ PROCESS = 1.5 * GIB  # device cpu: a training job's interpreter, torch, transfor
 VLLM_RESERVE = 1.0 * GIB  # vLLM's CUDA graphs and non-torch allocations
 VLLM_PROFILE_TOKENS = 4096  # TRL's colocate engine: max_num_batched_tokens
 VLLM_DEFAULT_UTILIZATION = 0.9  # vLLM's gpu_memory_utilization default (scoring and evaluation engines)
-LORA_STATE_BYTES = 16  # per LoRA weight: fp32 value, fp32 gradient, Adam's two fp32 moments
 UTILIZATION_STEP = 0.01
-AUTO_HEADROOM = 0.9  # auto leaves checkpointing off only with a tenth of the card to spare (the plan is an estimate)
+AUTO_HEADROOM = 0.9  # auto settings leave a tenth of the card to spare (allocator slack; the plan is an estimate)
 
 
 @dataclass
@@ -68,18 +68,6 @@ class Budget:
         return self.problem or f"{(self.total - self.card) / GIB:.1f} GiB missing"
 
 
-def activations(shape: Shape, tokens: int, completion_tokens: int, b: int, checkpointing: bool) -> float:
-    """Bytes a training micro-batch keeps for its backward pass: per layer and token the norms' inputs and outputs,
-    q, k, v (before and after RoPE), the attention output, and the MLP's gate, up, activation and product -- or,
-    with gradient checkpointing, each layer's input plus one layer recomputed; and the completion tokens' logits
-    (bf16 and their float32 log-softmax)."""
-    h, q, kv, i = shape.hidden, shape.q_width, shape.kv_width, shape.intermediate
-    per_layer = tokens * b * (6 * h + 3 * q + 4 * kv + 4 * i)
-    kept = tokens * b * h * shape.layers + per_layer if checkpointing else per_layer * shape.layers
-    logits = completion_tokens * shape.vocab * (2 * b + 4)
-    return kept + logits
-
-
 def vllm_engine(shape: Shape, b: int, max_num_seqs: int, max_lora_rank: int = 0) -> dict[str, float]:
     """vLLM's memory besides its KV cache: its copy of the weights, its profiling activations, the sampler's
     float32 logits for every sequence, CUDA graphs, and one LoRA slot at ``max_lora_rank`` when adapters load."""
@@ -102,13 +90,12 @@ def plan_train(name: str, shape: Shape, t: Training, gpu: Gpu, dtype: str, on_vl
     b = dtype_bytes(dtype, shape)
     per_device = t.prompts_per_step * t.num_generations // t.gradient_accumulation_steps
     seq = gpu.max_prompt_tokens + t.max_completion_length
-    lora = shape.lora_parameters(t.lora.r, t.lora.target_modules,
-                                 None if t.lora.layers is None else t.lora.layers[1] - t.lora.layers[0] + 1)
-    fixed = {"weights": shape.parameters() * b, "LoRA+Adam": lora * LORA_STATE_BYTES,
-             **({"CUDA context": CONTEXT} if device == "cuda" else {"process": PROCESS})}
+    adapted = None if t.lora.layers is None else t.lora.layers[1] - t.lora.layers[0] + 1
+    process = {"CUDA context": CONTEXT} if device == "cuda" else {"process": PROCESS}
 
-    def acts(checkpointing: bool) -> float:
-        return activations(shape, per_device * seq, per_device * t.max_completion_length, b, checkpointing)
+    def step(checkpointing: bool) -> dict[str, float]:
+        return dict(training_step(shape, per_device, seq, t.max_completion_length, b, checkpointing, t.lora.r,
+                                  t.lora.target_modules, lora_layers=adapted), **process)
 
     settings: dict = {}
     vllm: dict[str, float] = {}
@@ -120,7 +107,7 @@ def plan_train(name: str, shape: Shape, t: Training, gpu: Gpu, dtype: str, on_vl
         settings["vllm_max_model_length"] = seq
     choices = [t.gradient_checkpointing] if t.gradient_checkpointing != "auto" else [False, True]
     for checkpointing in choices:
-        parts = dict(fixed, activations=acts(checkpointing))
+        parts = step(checkpointing)
         if on_vllm:
             engine = sum(vllm.values())
             if t.vllm_gpu_memory_utilization == "auto":
@@ -140,6 +127,9 @@ def plan_train(name: str, shape: Shape, t: Training, gpu: Gpu, dtype: str, on_vl
             budget.note = f"KV cache for {int(parts['vLLM KV cache'] // kv_min)} of {seqs} sequences of {seq} tokens"
         roomy = budget.total <= AUTO_HEADROOM * card or checkpointing or len(choices) == 1
         if budget.fits and roomy:
+            if checkpointing and len(choices) == 2:
+                off = sum(step(False).values()) - sum(step(True).values())
+                budget.note += f"{'; ' if budget.note else ''}checkpointing off would need {off / GIB:.1f} GiB more"
             return budget
     if not budget.problem and parts["activations"] > budget.total - budget.card:
         budget.note = (f"a micro-batch is {per_device} completions of up to {seq} tokens: raise "
@@ -152,7 +142,8 @@ def plan_generate(name: str, rule: str, shape: Shape, gpu: Gpu, dtype: str, back
                   max_new_tokens: int, backend_kwargs: dict, max_lora_rank: int) -> Budget:
     """A scoring, verification or evaluation job: vLLM's share of the card (``gpu_memory_utilization``) must hold
     its weights, overhead and one sequence of ``max_model_len`` tokens; transformers holds the weights and the KV
-    cache of a whole batch."""
+    cache of a whole batch, lowered where it would take more than ``AUTO_HEADROOM`` of the card (the cache grows by
+    concatenation, which the allocator needs room for)."""
     card = gpu.memory_gib * GIB
     b = dtype_bytes(dtype, shape)
     seq = gpu.max_prompt_tokens + max_new_tokens
@@ -169,9 +160,16 @@ def plan_generate(name: str, rule: str, shape: Shape, gpu: Gpu, dtype: str, back
         else:
             budget.problem = _no_sequence(util, card, kv, kv_token * seq, seq, "backend_kwargs.gpu_memory_utilization")
         return budget
-    parts = {"weights": shape.parameters() * b, "KV cache": kv_token * seq * batch_size,
-             "logits": batch_size * shape.vocab * 4, "CUDA context": CONTEXT}
-    return Budget(name, rule, card, parts)
+    fixed = {"weights": shape.parameters() * b, "CUDA context": CONTEXT}
+    per_sequence = kv_token * seq + shape.vocab * 4  # its KV cache and its float32 logits at a step
+    fits = int((AUTO_HEADROOM * card - sum(fixed.values())) // per_sequence)
+    batch = max(1, min(batch_size, fits))
+    parts = dict(fixed, **{"KV cache": kv_token * seq * batch, "logits": batch * shape.vocab * 4})
+    budget = Budget(name, rule, card, parts, {"batch_size": batch})
+    if batch < batch_size:
+        budget.note = (f"batch_size {batch_size} lowered to {batch}: the most sequences of {seq} tokens whose KV cache "
+                       f"fits in {AUTO_HEADROOM:.0%} of the card")
+    return budget
 
 
 def _no_sequence(util: float, card: float, kv: float, need: float, seq: int, setting: str) -> str:

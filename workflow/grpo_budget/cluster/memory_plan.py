@@ -101,9 +101,14 @@ def job_training(config: dict, model: str, settings: dict) -> dict:
 
 
 def job_generation(config: dict, model: str, settings: dict) -> dict:
-    """A scoring or evaluation job's settings with the config's device, the model's dtype and, for vLLM on cuda,
-    the memory plan's context length (``max_model_len``, unless backend_kwargs set it)."""
+    """A scoring or evaluation job's settings with the config's device, the model's dtype and, on cuda, the memory
+    plan's context length for vLLM (``max_model_len``, unless backend_kwargs set it) or batch for transformers."""
     s = dict(settings, device=config["device"], dtype=config["models"][model]["dtype"])
+    shape = model_shape(config, model) if config["device"] == "cuda" and s.get("backend") == "transformers" else None
+    if shape is not None:
+        b = plan_generate(model, "generate", shape, Gpu.from_dict(config["gpu"]), s["dtype"], "transformers",
+                          int(s["batch_size"]), int(s["max_new_tokens"]), {}, 0)
+        s["batch_size"] = b.settings["batch_size"]
     if config["device"] == "cuda" and s.get("backend") == "vllm" and "max_model_len" not in s["backend_kwargs"]:
         seq = Gpu.from_dict(config["gpu"]).max_prompt_tokens + int(s["max_new_tokens"])
         s["backend_kwargs"] = dict(s["backend_kwargs"], max_model_len=seq)
