@@ -61,3 +61,25 @@ def test_a_cuda_job_fails_in_its_first_seconds_in_one_line(tmp_path, tiny_model_
     assert last.startswith("grpo-budget: error: device is cuda but CUDA is unusable"), out.stderr[-2000:]
     assert "Traceback" not in out.stderr
     assert time.monotonic() - start < 120  # seconds (imports), not the job's time limit
+
+
+@pytest.mark.parametrize("user", [None, ("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128"),
+                                  ("PYTORCH_ALLOC_CONF", "garbage_collection_threshold:0.6")])
+def test_every_job_starts_with_expandable_segments_unless_the_user_configured_the_allocator(user):
+    """The H200 score job reserved 138.9 GiB for 36.5 GiB allocated; a job's process gets the allocator setting
+    before torch loads, and a user's own setting (under either of torch's names) is left as it is."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in device.ALLOCATOR_VARIABLES}
+    if user:
+        env[user[0]] = user[1]
+    probe = ("import os, sys; from grpo_budget import cli; rc = cli.main(['validate-config', 'config.yaml']); "
+             "print(rc, os.environ.get('PYTORCH_CUDA_ALLOC_CONF'), os.environ.get('PYTORCH_ALLOC_CONF'))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, env=env)
+    rc, cuda_conf, conf = out.stdout.split()[-3:]
+    assert rc == "0", out.stderr
+    if user is None:
+        assert (cuda_conf, conf) == ("expandable_segments:True", "None")
+    else:
+        assert {"PYTORCH_CUDA_ALLOC_CONF": cuda_conf, "PYTORCH_ALLOC_CONF": conf}[user[0]] == user[1]
+        assert "expandable_segments:True" not in (cuda_conf, conf)

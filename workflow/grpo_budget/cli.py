@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from grpo_budget.device import configure_allocator
 from grpo_budget.errors import UserError
 from grpo_budget.reproducible import pin_cpu_code_path
 
@@ -302,6 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         pin_cpu_code_path()  # before any stage imports torch
+        configure_allocator()
         command = _command_index(argv)
         if command is not None and argv[command] in PASSTHROUGH:
             import importlib

@@ -4,8 +4,10 @@ fallback to the CPU that runs a 14B job until its time limit."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+from collections.abc import MutableMapping
 from pathlib import Path
 
 from grpo_budget.errors import UserError
@@ -13,6 +15,21 @@ from grpo_budget.errors import UserError
 # The oldest Linux driver each CUDA major version runs on (NVIDIA's CUDA Toolkit release notes, table 3: "minor
 # version compatibility"); a wheel built for CUDA 12.8 runs on a 12.x driver >= 525.60.13.
 MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+# GPU jobs grow tensors step by step (transformers' KV cache by concatenation): with fixed segments the caching
+# allocator kept reserving new blocks, 138.9 GiB reserved for 36.5 GiB allocated in one H200 score job, and ran out
+# of memory under a 40 GiB cap with 5.2 GiB reserved but unused (../shared/gpu/README.md). Expandable segments grow
+# one mapping instead. (vLLM refuses them only with its sleep mode, which no job here turns on.)
+ALLOCATOR = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+ALLOCATOR_VARIABLES = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")  # torch >= 2.9 reads either name
+
+
+def configure_allocator(environ: MutableMapping[str, str] = os.environ) -> dict[str, str]:
+    """Set the CUDA caching allocator's configuration for a job (before torch is imported), unless the user set
+    their own under either name; returns what it set."""
+    if any(v in environ for v in ALLOCATOR_VARIABLES):
+        return {}
+    environ.update(ALLOCATOR)
+    return dict(ALLOCATOR)
 
 
 def driver_version() -> str | None:
