@@ -41,6 +41,11 @@ def test_train_writes_checkpoints_log_and_manifest(tmp_path, subset, tiny_model_
     assert learn["learnable"].between(0, 1).all()
     assert learn["learnable_cum"].iloc[-1] == pytest.approx(learn["learnable"].mean())
     assert (tmp_path / "ck" / "checkpoint-4" / "adapter_model.safetensors").exists()
+    # what resume needs (adapter, optimizer, scheduler, RNG, trainer state), not a tokenizer copy per checkpoint
+    for c in manifest["checkpoints"]:
+        names = {p.name for p in (tmp_path / "ck" / f"checkpoint-{c['step']}").iterdir()}
+        assert {"adapter_model.safetensors", "optimizer.pt", "scheduler.pt", "trainer_state.json"} <= names
+        assert not names & {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"}
 
 
 def test_resume_continues_from_last_complete_checkpoint(tmp_path, subset, tiny_model_dir):
