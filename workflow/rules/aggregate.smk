@@ -1,5 +1,5 @@
 # Aggregate stage: every output of the registry grpo_budget.aggregate.outputs.OUTPUTS is its own job and reads only
-# the files it needs. Captions for the HTML report (`snakemake --report report.html`) are in workflow/report/captions/.
+# the files it needs. Captions for the HTML report (`snakemake --report report.html`) are in workflow/grpo_budget/aggregate/captions/.
 
 
 rule summary:

@@ -3,7 +3,7 @@
 An output is a function in ``render_arms.py``, ``render_versus.py`` (tables), ``figures.py`` (figures) or
 ``render_compute.py`` (both) decorated
 with :func:`output`; its name is its file name (``figures/NAME.png``, ``tables/NAME.csv``) and its caption for the
-HTML report is ``workflow/report/captions/NAME.rst``. The Snakefile's targets, each job's inputs (only the file
+HTML report is ``workflow/grpo_budget/aggregate/captions/NAME.rst``. The Snakefile's targets, each job's inputs (only the file
 roles it reads) and the CLI's choices all come from :data:`OUTPUTS`.
 """
 
@@ -18,7 +18,7 @@ import jinja2
 from grpo_budget.experiment.plan import arm_source, several_budgets
 from grpo_budget.experiment.sweep import has_sweep
 
-CAPTIONS = Path(__file__).resolve().parents[2] / "report" / "captions"
+CAPTIONS = Path(__file__).resolve().with_name("captions")  # package data
 KINDS = ("summary", "table", "figure")  # summary: the gains table's four files; table: CSV, Markdown, HTML; figure: PNG, PDF
 
 

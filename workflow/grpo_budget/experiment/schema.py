@@ -1,4 +1,4 @@
-"""The config schema (``workflow/schemas/config.schema.yaml``): validation with defaults filled in, the sections the
+"""The config schema (``workflow/grpo_budget/schemas/config.schema.yaml``): validation with defaults filled in, the sections the
 typed settings are built from, and the enums that come from the package's registries.
 
 Every error names the field and what is allowed.
@@ -19,7 +19,7 @@ from grpo_budget.prepare.benchmarks import BENCHMARKS
 from grpo_budget.prepare.splits import GENERATORS
 from grpo_budget.select.policies import arm_names
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"  # package data
 
 
 class ConfigError(UserError):

@@ -1,6 +1,6 @@
 """Typed settings of each stage, read from the validated config.
 
-The schema (``workflow/schemas/config.schema.yaml``) is the one source of defaults: a settings object is built from
+The schema (``workflow/grpo_budget/schemas/config.schema.yaml``) is the one source of defaults: a settings object is built from
 a config section whose missing fields the schema fills in (:func:`grpo_budget.experiment.schema.fill`), never from defaults
 restated here. ``tests/experiment/test_config.py`` checks that every class has exactly its schema section's fields.
 """
