@@ -149,13 +149,53 @@ def output_schema(path: Path):
 TINY = ROOT / "tests" / "configs" / "tiny.yaml"
 
 
+# CI runs two pytest sessions side by side (.ci/run): the slow one publishes its tiny run here as it finishes, the
+# SLURM one takes a copy rather than running the same 30 jobs again on the same two cores.
+TINY_PUBLISH = os.environ.get("GRPO_TEST_TINY_RUN_PUBLISH")
+TINY_FROM = os.environ.get("GRPO_TEST_TINY_RUN_FROM")
+TINY_WAIT_S = 900  # the slow session runs it first: 1-4 minutes in
+
+
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory) -> Path:
     """``tests/configs/tiny.yaml`` run once per session (transformers backend): the workflow, analysis and SLURM
-    tests read it; a test that deletes an output to see it rebuilt rebuilds it before it ends."""
+    tests read it; a test that deletes an output to see it rebuilt rebuilds it before it ends. With
+    ``GRPO_TEST_TINY_RUN_FROM`` it is a copy of the run another session published (the SLURM tests only read it)."""
     results = tmp_path_factory.mktemp("tiny") / "results"
-    run_snakemake(sys.executable, "--configfile", str(TINY), "--config", f"results={results}")
+    if TINY_FROM and _published(Path(TINY_FROM)):
+        shutil.copytree(Path(TINY_FROM) / "results", results, symlinks=True)
+        return results
+    try:
+        run_snakemake(sys.executable, "--configfile", str(TINY), "--config", f"results={results}")
+    finally:
+        if TINY_PUBLISH:
+            _publish(results, Path(TINY_PUBLISH))
     return results
+
+
+def _publish(results: Path, folder: Path) -> None:
+    """A copy of a finished tiny run (taken before any test changes it), then ``complete``; ``failed`` otherwise."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (results / "summary.csv").exists():
+        (folder / "failed").touch()
+        return
+    shutil.copytree(results, folder / "results.partial", symlinks=True)
+    (folder / "results.partial").rename(folder / "results")
+    (folder / "complete").touch()
+
+
+def _published(folder: Path) -> bool:
+    """Wait for the other session's tiny run; False (run it here) when it failed or never came."""
+    import time
+
+    deadline = time.monotonic() + TINY_WAIT_S
+    while time.monotonic() < deadline:
+        if (folder / "complete").exists():
+            return True
+        if (folder / "failed").exists():
+            return False
+        time.sleep(2)
+    return False
 
 
 @pytest.fixture(scope="session")
