@@ -1,51 +1,73 @@
 #!/usr/bin/env bash
-# One prepared check for a single-GPU node, offline, in well under 10 minutes:
-#   1. the memory plan against the card: one GRPO-shaped LoRA training step of each paper model, random-initialised
-#      from its real shapes (no download), measured peak GPU memory and seconds per step beside the memory plan's and
-#      the cost plan's predictions (perf/memory_check.py);
-#   2. where the full environment is installed (snakemake, trl, datasets...): the embedded default end to end on CUDA
-#      (device=cuda) and the scoring-throughput benchmark (vLLM too where it imports).
-# Step 1 needs only torch, transformers, peft and accelerate on the node: the package itself runs from the checkout
-# (PYTHONPATH=workflow), and its memory-plan modules import nothing else. Wheels beyond those four, for a node
-# without them, come from a wheelhouse prepared on a connected machine (a few MiB, no vLLM):
-#   pip download -d wheelhouse --only-binary=:all: --python-version 3.11 --platform manylinux2014_x86_64 \
-#       peft accelerate
-#   WHEELHOUSE=wheelhouse bash perf/gpu-check.sh
-# Prints the figures; writes them under ${OUT:-gpu-check}/.
-set -euo pipefail
+# One prepared call for a single-GPU node, offline (what ran on an H200 on 2026-12-04, docs/results.md#gpu):
+#   0. installs the wheelhouse (exactly the wheels the node lacks, this project's among them: see
+#      perf/gpu-check-wheelhouse.sh) into a private folder;
+#   1. the training memory plan against the card: one GRPO-shaped LoRA step of each paper model, random weights in
+#      real shapes (perf/memory_check.py);
+#   2. the whole DAG on CUDA: random weights in SmolLM2-1.7B's shape with SmolLM2's real tokenizer and chat template,
+#      real BBH items, score -> select -> train (TRL GRPO + LoRA, dynamic sampling off and on) -> evaluate ->
+#      aggregate, each process's peak CUDA memory recorded (perf/gpu_check_site/sitecustomize.py);
+#   3. the table of measured against planned memory and time per rule (perf/gpu_check.py table).
+# Usage: WHEELHOUSE=DIR TOKENIZER=SMOLLM2_DIR BBH=.../tracking_shuffled_objects_three_objects.json \
+#          bash perf/gpu-check.sh                       # prints the figures; writes them under ${OUT:-gpu-check}/
+#        MODE=cpu ... bash perf/gpu-check.sh            # the rehearsal: the same steps on the CPU, shrunk
+#        DRY=1 ... bash perf/gpu-check.sh               # the DAG planned only (snakemake -n); the fast tests run it
+# Time limits per step: MEM_S (memory check, default 170 s) and DAG_S (the workflow, 330 s).
+set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-gpu-check}
-mkdir -p "$out"
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 PYTHONPATH="$PWD/workflow${PYTHONPATH:+:$PYTHONPATH}"
-python=${PYTHON:-python3}
+root=$PWD
+MODE=${MODE:-cuda}; DRY=${DRY:-0}; python=${PYTHON:-python3}
+out=$(mkdir -p "${OUT:-gpu-check}" && cd "${OUT:-gpu-check}" && pwd)
+work=$out/work; rm -rf "$work"; mkdir -p "$work/site"
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+t0=$(date +%s); stamp() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$out/steps.log"; }
+: > "$out/steps.log"
 
+# 0. the wheels the node lacks, into a private folder ahead of the node's own packages
 if [ -n "${WHEELHOUSE:-}" ]; then
-    "$python" -m pip install -q --no-index --find-links "$WHEELHOUSE" peft accelerate 2>&1 | tail -2
+    "$python" -m pip install -q --no-index --no-deps --no-compile --target "$work/site" "$WHEELHOUSE"/*.whl \
+        > "$out/pip.log" 2>&1 || { stamp "wheelhouse install failed"; tail -5 "$out/pip.log"; exit 1; }
 fi
-"$python" - <<'PY'
-import torch
-assert torch.cuda.is_available(), "no CUDA device visible"
-p = torch.cuda.get_device_properties(0)
-print(f"GPU: {p.name}, {p.total_memory / 2**30:.1f} GiB | torch {torch.__version__} (CUDA {torch.version.cuda})")
-PY
-
-# 1. Paper 1's training job: 1 prompt x G=8 completions of 250 tokens after prompts of up to 1024 (gpu.max_prompt_tokens)
-"$python" perf/memory_check.py --micro-batch 8 --prompt 1024 --completion 250 --lora-r 32 | tee "$out/memory.jsonl"
-
-# 2. The full environment, where it is installed
-if ! "$python" -c "import snakemake, trl, datasets" 2>/dev/null; then
-    echo "snakemake/trl/datasets not installed: skipping the end-to-end run and the throughput benchmark"
-    exit 0
+export PYTHONPATH="$root/perf/gpu_check_site:$work/site${PYTHONPATH:+:$PYTHONPATH}" GPUCHECK_PEAKS=$out/peaks.jsonl
+export PATH="$work/site/bin:$PATH"
+# without the project's wheel, the checkout's package
+"$python" -c "import grpo_budget" 2>/dev/null || export PYTHONPATH="$PYTHONPATH:$root/workflow"
+if [ "$MODE" = cuda ]; then
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.txt" 2>&1
+    device_args=(); shrink=()
+else
+    device_args=(--device cpu); shrink=(--device cpu --dtype float32 --layers 1 --hidden 64 --models Qwen--Qwen3-4B)
 fi
-results="$out/results"
-start=$(date +%s)
-"$python" -m snakemake --cores 4 --config results="$results" device=cuda > "$out/snakemake.log" 2>&1 \
-    || { tail -40 "$out/snakemake.log"; exit 1; }
-echo "embedded default on GPU: $(( $(date +%s) - start )) s wall"
-cat "$results/summary.md"
-for f in "$results"/benchmarks/*/*.tsv; do printf '%-70s %s s\n' "${f#$results/benchmarks/}" "$(tail -1 "$f" | cut -f1)"; done
+versions='import grpo_budget, torch; print("grpo_budget", grpo_budget.__file__, "| torch", torch.__version__)'
+stamp "start: mode $MODE, $("$python" -c "$versions")"
 
-backends=transformers
-"$python" -c "import vllm" 2>/dev/null && backends="transformers vllm"
-"$python" perf/scoring_throughput.py --model "$results/models/tiny" --prompts 1024 --backends $backends \
-    | tee "$out/throughput-tiny.json"
+# 1. the memory plan against the card (paper 1's training job: 1 prompt x G=8 completions of 250 after <= 1024)
+if [ "$MODE" = cuda ]; then
+    mem=(--models Qwen--Qwen3-4B meta-llama--Llama-3.1-8B-Instruct Qwen--Qwen3-14B microsoft--phi-4 --micro-batch 8
+         --prompt 1024 --completion 250 --lora-r 32)
+else
+    mem=("${shrink[@]}" --micro-batch 2 --prompt 16 --completion 8 --lora-r 4)
+fi
+timeout "${MEM_S:-170}" "$python" perf/memory_check.py "${mem[@]}" > "$out/memory.jsonl" 2> "$out/memory.err"
+stamp "memory check rc=$? ($(wc -l < "$out/memory.jsonl") rows in memory.jsonl)"
+
+# 2. the whole DAG
+"$python" perf/gpu_check.py model "${TOKENIZER:?set TOKENIZER to a model folder with the SmolLM2 tokenizer}" \
+    "$work/model" "${device_args[@]}" > "$out/model.json" 2> "$out/model.err" \
+    || { stamp "model failed"; tail -5 "$out/model.err"; exit 1; }
+"$python" perf/gpu_check.py config "$work/model" "${BBH:?set BBH to tracking_shuffled_objects_three_objects.json}" \
+    "$work/results" "${device_args[@]}" > "$out/config.yaml"
+"$python" -m grpo_budget.cli plan --configfile "$out/config.yaml" > "$out/plan.txt" 2>&1; stamp "plan rc=$?"
+if [ "$DRY" = 1 ]; then
+    "$python" -m snakemake -n --quiet rules --configfile "$out/config.yaml" > "$out/snakemake.log" 2>&1
+    stamp "dry run rc=$?: $(grep -c . "$out/snakemake.log") lines"
+else
+    timeout "${DAG_S:-330}" "$python" -m snakemake --cores "$(nproc)" --keep-going --configfile "$out/config.yaml" \
+        > "$out/snakemake.log" 2>&1
+    stamp "snakemake rc=$?: $(grep -E 'steps \(' "$out/snakemake.log" | tail -1)"
+    grep -E -A3 '^(Error in rule|cause )' "$out/snakemake.log" | head -40
+fi
+
+# 3. measured against planned
+"$python" perf/gpu_check.py table "$out/config.yaml" "$out/peaks.jsonl" | tee "$out/table.md"
+stamp done
