@@ -21,7 +21,7 @@ out=$(mkdir -p "${OUT:-gpu-check}" && cd "${OUT:-gpu-check}" && pwd)
 work=$out/work; rm -rf "$work"; mkdir -p "$work/site"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 t0=$(date +%s); stamp() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$out/steps.log"; }
-: > "$out/steps.log"
+: > "$out/steps.log"; : > "$out/peaks.jsonl"
 
 # 0. the wheels the node lacks, into a private folder ahead of the node's own packages
 if [ -n "${WHEELHOUSE:-}" ]; then
@@ -32,6 +32,9 @@ export PYTHONPATH="$root/perf/gpu_check_site:$work/site${PYTHONPATH:+:$PYTHONPAT
 export PATH="$work/site/bin:$PATH"
 # without the project's wheel, the checkout's package
 "$python" -c "import grpo_budget" 2>/dev/null || export PYTHONPATH="$PYTHONPATH:$root/workflow"
+if [ "$DRY" != 1 ] && ! command -v grpo-budget > /dev/null; then
+    echo "no grpo-budget command: give WHEELHOUSE (with this project's wheel) or run from its environment"; exit 1
+fi
 if [ "$MODE" = cuda ]; then
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.txt" 2>&1
     device_args=(); shrink=()

@@ -19,7 +19,7 @@ NARROW = dict(hidden_size=64, intermediate_size=160, num_attention_heads=4, num_
               vocab_size=256, pad_token_id=0, bos_token_id=0, eos_token_id=0)
 
 
-def saved_bytes(config: dict, layers: int, tokens: int, padded: bool) -> int:
+def saved_bytes(config: dict, layers: int, tokens: int, padded: bool, dtype: str = "bfloat16") -> int:
     """Bytes autograd keeps for backward over one sequence (parameters aside), counted by storage."""
     import torch
     from peft import LoraConfig, get_peft_model
@@ -28,7 +28,7 @@ def saved_bytes(config: dict, layers: int, tokens: int, padded: bool) -> int:
     c = {k: v for k, v in config.items() if k != "architectures"}
     cfg = AutoConfig.for_model(c.pop("model_type"), **dict(c, num_hidden_layers=layers))
     torch.manual_seed(0)
-    model = get_peft_model(AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16),
+    model = get_peft_model(AutoModelForCausalLM.from_config(cfg, dtype=getattr(torch, dtype)),
                            LoraConfig(r=4, lora_alpha=4, target_modules="all-linear"))
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     kept: dict[int, int] = {}
@@ -57,6 +57,18 @@ def test_one_layer_keeps_what_the_plan_counts(name, padded):
     tokens = 32
     per_token = (saved_bytes(config, 2, tokens, padded) - saved_bytes(config, 1, tokens, padded)) / tokens
     assert per_token == layer_bytes(Shape.from_config(config), 2, 4, "all-linear", padded, tokens)
+
+
+@pytest.mark.parametrize("name", ["Qwen--Qwen3-4B", "meta-llama--Llama-3.1-8B-Instruct", "microsoft--phi-4"])
+def test_a_float32_layer_is_never_counted_low(name):
+    """Float32 models (device cpu) skip PEFT's cast: each input tensor is kept once; the plan counts the o
+    projection's input too, which some layers share with attention's output."""
+    config = dict(json.loads((BUNDLED / f"{name}.json").read_text()), **NARROW)
+    tokens = 32
+    per_token = (saved_bytes(config, 2, tokens, True, "float32") - saved_bytes(config, 1, tokens, True, "float32")) \
+        / tokens
+    planned = layer_bytes(Shape.from_config(config), 4, 4, "all-linear", True, tokens)
+    assert per_token <= planned <= 1.06 * per_token
 
 
 def measured_rows():

@@ -18,7 +18,8 @@ MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
 # GPU jobs grow tensors step by step (transformers' KV cache by concatenation): with fixed segments the caching
 # allocator kept reserving new blocks, 138.9 GiB reserved for 36.5 GiB allocated in one H200 score job, and ran out
 # of memory under a 40 GiB cap with 5.2 GiB reserved but unused (../shared/gpu/README.md). Expandable segments grow
-# one mapping instead. (vLLM refuses them only with its sleep mode, which no job here turns on.)
+# one mapping instead. (vLLM refuses them with its sleep mode, which no job here turns on: a user who passes it in
+# backend_kwargs sets PYTORCH_CUDA_ALLOC_CONF to their own value, which is kept.)
 ALLOCATOR = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 ALLOCATOR_VARIABLES = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")  # torch >= 2.9 reads either name
 

@@ -6,7 +6,8 @@ transformers + PEFT modules; ``tests/cluster/test_activations.py`` checks the su
 Qwen3 and Phi-3 layers, and against the H200 peaks in ``../shared/gpu/memory-check-h200.csv``). Per token and layer:
 - the RMSNorms upcast to float32 and keep their float32 input (Qwen3 also normalises q and k per head);
 - PEFT keeps LoRA weights in float32 and casts each adapted module's input to it: every adapted module keeps its
-  own float32 copy of its input (q, k and v three copies; a fused ``qkv_proj`` one), and its A output;
+  own float32 copy of its input (q, k and v three copies; a fused ``qkv_proj`` one), and its A output (a float32
+  model keeps each input tensor once: within 6% above the count, the o projection's input counted where it is free);
 - attention keeps q and k after RoPE, v, the output and the log-sum-exp (flash/efficient kernels: no
   seq x seq scores); with a padding mask transformers repeats k and v to the query heads first, and each layer
   keeps its own copy of the seq x seq mask;
@@ -22,6 +23,8 @@ from grpo_budget.cluster.shapes import Shape, targets
 
 ADAPTER_BYTES = 4  # PEFT's autocast_adapter_dtype: LoRA weights (and the inputs cast to them) in float32
 NORM_BYTES = 4  # RMSNorm computes in float32
+INPUT_OF = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "qkv_proj": "qkv", "gate_proj": "gate_up",
+            "up_proj": "gate_up", "gate_up_proj": "gate_up"}  # modules that read the same tensor
 LORA_STATE_BYTES = 16  # per LoRA weight: fp32 value, fp32 gradient, Adam's two fp32 moments
 
 
@@ -42,8 +45,12 @@ def layer_bytes(shape: Shape, b: int, lora_r: int, lora_targets: str | list[str]
     per_head = shape.heads + shape.kv_heads if shape.qk_norm else 0
     norms = NORM_BYTES * (2 * h + (q + kv if shape.qk_norm else 0) + 2 + per_head)  # inputs and 1/rms
     chosen = targets(lora_targets)
-    cast = ADAPTER_BYTES if b != ADAPTER_BYTES else 0  # a float32 model's inputs are kept anyway (by the norms' mul)
-    lora = sum(cast * width + 4 * lora_r for name, width in lora_modules(shape).items() if name in chosen)
+    adapted = {name: width for name, width in lora_modules(shape).items() if name in chosen}
+    if b != ADAPTER_BYTES:  # each adapted module casts its input to float32 and keeps the copy
+        inputs = ADAPTER_BYTES * sum(adapted.values())
+    else:  # no cast: modules that read one tensor (q, k, v; gate, up) keep it once
+        inputs = ADAPTER_BYTES * sum({INPUT_OF.get(name, name): width for name, width in adapted.items()}.values())
+    lora = inputs + 4 * lora_r * len(adapted)
     kv_kept = q if masked else kv
     attention = b * (2 * q + 2 * kv_kept + (seq if masked else 0)) + 4 * shape.heads
     mlp = 3 * b * i
