@@ -19,22 +19,24 @@ layer at a time is recomputed after the logits' gradients are gone.
 
 from __future__ import annotations
 
-from grpo_budget.cluster.shapes import Shape, targets
+from grpo_budget.cluster.shapes import FUSED, Shape, targets
 
 ADAPTER_BYTES = 4  # PEFT's autocast_adapter_dtype: LoRA weights (and the inputs cast to them) in float32
 NORM_BYTES = 4  # RMSNorm computes in float32
-INPUT_OF = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "qkv_proj": "qkv", "gate_proj": "gate_up",
-            "up_proj": "gate_up", "gate_up_proj": "gate_up"}  # modules that read the same tensor
 LORA_STATE_BYTES = 16  # per LoRA weight: fp32 value, fp32 gradient, Adam's two fp32 moments
+
+
+def _group(name: str) -> str:
+    """The fused module a projection belongs to (q, k, v: qkv_proj; gate, up: gate_up_proj), else itself: the
+    modules of one group read the same input tensor."""
+    return next((fused for fused, parts in FUSED.items() if name in parts), name)
 
 
 def lora_modules(shape: Shape) -> dict[str, int]:
     """Input width of each linear module of one decoder layer, as PEFT sees it (Phi-3's fused projections are one
     module each)."""
-    h, q, i = shape.hidden, shape.q_width, shape.intermediate
-    if shape.fused:
-        return {"qkv_proj": h, "o_proj": q, "gate_up_proj": h, "down_proj": i}
-    return {"q_proj": h, "k_proj": h, "v_proj": h, "o_proj": q, "gate_proj": h, "up_proj": h, "down_proj": i}
+    widths = {name: fan_in for name, (fan_in, _) in shape.linears().items()}
+    return {_group(name): w for name, w in widths.items()} if shape.fused else widths
 
 
 def layer_bytes(shape: Shape, b: int, lora_r: int, lora_targets: str | list[str], masked: bool, seq: int) -> int:
@@ -49,7 +51,7 @@ def layer_bytes(shape: Shape, b: int, lora_r: int, lora_targets: str | list[str]
     if b != ADAPTER_BYTES:  # each adapted module casts its input to float32 and keeps the copy
         inputs = ADAPTER_BYTES * sum(adapted.values())
     else:  # no cast: modules that read one tensor (q, k, v; gate, up) keep it once
-        inputs = ADAPTER_BYTES * sum({INPUT_OF.get(name, name): width for name, width in adapted.items()}.values())
+        inputs = ADAPTER_BYTES * sum({_group(name): width for name, width in adapted.items()}.values())
     lora = inputs + 4 * lora_r * len(adapted)
     kv_kept = q if masked else kv
     attention = b * (2 * q + 2 * kv_kept + (seq if masked else 0)) + 4 * shape.heads

@@ -128,7 +128,7 @@ def plan_train(name: str, shape: Shape, t: Training, gpu: Gpu, dtype: str, on_vl
         roomy = budget.total <= AUTO_HEADROOM * card or checkpointing or len(choices) == 1
         if budget.fits and roomy:
             if checkpointing and len(choices) == 2:
-                off = sum(step(False).values()) - sum(step(True).values())
+                off = step(False)["activations"] - parts["activations"]  # the only part checkpointing changes
                 budget.note += f"{'; ' if budget.note else ''}checkpointing off would need {off / GIB:.1f} GiB more"
             return budget
     if not budget.problem and parts["activations"] > budget.total - budget.card:
