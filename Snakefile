@@ -35,6 +35,9 @@ onstart:
         lock.acquire(config["results"])  # one writer per results folder (grpo_budget.lock)
     except UserError as e:
         raise WorkflowError(str(e)) from None
+    write_jobs(config)  # every job's work, which later cost plans join to this run's benchmark files
+    if not os.path.exists(LISTING):  # the aggregate jobs read it; named by its content
+        write_text(LISTING_TEXT, LISTING)
 
 
 onsuccess:

@@ -91,7 +91,10 @@ def run_snakemake(python: str | Path, *args: str, env: dict | None = None) -> su
 def inputs_from(run: Path, results: Path, parts: tuple[str, ...] = ("data", "models")) -> Path:
     """A new results folder holding copies of a finished run's prepared data and base models (``parts``: folders or
     files under it): a test of the later stages on the same task starts there rather than preparing, bootstrapping
-    or converting again. Copies keep their times, so Snakemake takes them as up to date."""
+    or converting again. Copies keep their times, so Snakemake takes them as up to date, and the jobs' records
+    come along (records name paths relative to the results folder), so the workflow knows what made them."""
+    if (run / "provenance").is_dir():
+        shutil.copytree(run / "provenance", results / "provenance")
     for part in parts:
         if (run / part).is_dir():
             shutil.copytree(run / part, results / part)

@@ -1,31 +1,44 @@
-"""A job's provenance record: rewritten exactly when what it records changes, dated so that adding it re-runs nothing."""
+"""A job's provenance record: what made its outputs, compared with what would make them now; a moved folder keeps it."""
 
 from __future__ import annotations
 
 import json
 
-from grpo_budget.experiment.provenance import FIRST_RECORD_TIME, files_read, record
+from grpo_budget.experiment.provenance import Verdict, compare, files_read, wanted, write
+from grpo_budget.io import relative
 from grpo_budget.prepare.files import local_files
 
 
-def test_a_record_is_written_first_as_old_then_only_when_it_changes(tmp_path):
+def test_a_record_names_what_made_the_outputs_and_says_what_differs(tmp_path):
     data = tmp_path / "items.jsonl"
     data.write_text('{"question": "1+1"}\n')
-    path = tmp_path / "provenance/prepare/x/provenance.json"
-    assert record(path, {"dataset": "{}"}, [str(data)])
-    assert path.stat().st_mtime == FIRST_RECORD_TIME  # older than any output: nothing re-runs for it
-    first = json.loads(path.read_text())
-    assert not record(path, {"dataset": "{}"}, [str(data)]) and json.loads(path.read_text()) == first
+    results = str(tmp_path / "results")
+    settings = {"settings": '{"learning_rate": 0.001}', "out": f"{results}/runs/a"}
+    want = wanted(results, settings, [f"{results}/data/x.parquet"], [str(data)])
+    assert want["inputs"]["count"] == 1 and want["settings"]["out"] == "{results}/runs/a"
+    path = tmp_path / "results/provenance/train/a.json"
+    assert compare(path, want) == Verdict(False, "no record of what made its outputs")  # unknown: re-run
+    write(path, json.dumps(want))
+    assert compare(path, want) == Verdict(True)
 
+    moved = str(tmp_path / "moved")  # the same job in a moved results folder: the same record
+    assert wanted(moved, {**settings, "out": f"{moved}/runs/a"}, [f"{moved}/data/x.parquet"], [str(data)]) == want
+    assert wanted("results", {**settings, "out": "results/runs/a"}, ["results/data/x.parquet"], [str(data)]) == want
+
+    inputs = [f"{results}/data/x.parquet"]
+    other = wanted(results, {**settings, "settings": '{"learning_rate": 0.002}'}, inputs, [str(data)])
+    assert compare(path, other) == Verdict(False, "made with other settings (settings.learning_rate)")
     data.write_text('{"question": "1+2"}\n')  # same size, other content
-    assert record(path, {"dataset": "{}"}, [str(data)])
-    second = json.loads(path.read_text())
-    assert second["files"] != first["files"] and path.stat().st_mtime > FIRST_RECORD_TIME
-    assert record(path, {"dataset": '{"seed": 1}'}, [str(data)])  # a setting
-    data.write_text('{"question": "1+1"}\n')
-    assert record(path, {"dataset": "{}"}, [str(data)])  # back to the first content: a new write all the same
-    third = json.loads(path.read_text())
-    assert third["files"] == first["files"] and third["written_ns"] != first["written_ns"]
+    assert compare(path, wanted(results, settings, inputs, [str(data)])) == Verdict(False, "made with other files")
+    assert compare(path, wanted(results, settings, [], [str(data)])) == Verdict(False, "made with other inputs, files")
+    path.write_text('{"digest": ')  # truncated
+    assert compare(path, want) == Verdict(False, "its record is unreadable")
+
+
+def test_a_results_path_is_replaced_only_where_a_path_begins():
+    text = '"results/x" "/w/results/y" "my-results/z" "--out results/q" "results" "{\\"f\\": \\"results/r\\"}"'
+    assert relative(text, "results") == ('"{results}/x" "/w/results/y" "my-results/z" "--out {results}/q" '
+                                         '"results" "{\\"f\\": \\"{results}/r\\"}"')
 
 
 def test_the_files_each_rule_reads(tmp_path):

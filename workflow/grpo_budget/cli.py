@@ -146,6 +146,12 @@ def cmd_doctor(a: argparse.Namespace) -> None:
         raise SystemExit(1)
 
 
+def cmd_unlock(a: argparse.Namespace) -> None:
+    from grpo_budget.lock import unlock
+
+    print("\n".join(unlock(a.results)))
+
+
 def cmd_validate_config(a: argparse.Namespace) -> None:
     from grpo_budget.experiment.config import load
 
@@ -180,6 +186,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads for this job")
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument("--debug", action="store_true", help="show the traceback of an error about your input")
+    p.add_argument("--record-out", metavar="PATH", help="a workflow job's provenance record: held as the job's lock "
+                   "(PATH.lock) while it runs, written when it succeeds (grpo_budget.experiment.provenance)")
+    p.add_argument("--record", metavar="JSON", help="the record's content (with --record-out)")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("prepare", help="dataset entry -> pool/test Parquet")
@@ -281,6 +290,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--configfile", default="config.yaml", help="the experiment config (default: the embedded one)")
     s.set_defaults(func=cmd_doctor)
 
+    s = sub.add_parser("unlock", help="remove a results folder's locks left by runs that are gone (another node's)")
+    s.add_argument("results", help="the results folder")
+    s.set_defaults(func=cmd_unlock)
+
     s = sub.add_parser("validate-config", help="check config files against the schema")
     s.add_argument("configs", nargs="+")
     s.set_defaults(func=cmd_validate_config)
@@ -314,7 +327,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser().parse_args(argv)
         _offline_for_local_models(args)
         _threads(args.threads)
-        args.func(args)
+        if args.record_out:
+            _run_job(args)
+        else:
+            args.func(args)
     except USER_ERRORS as e:
         if debug:
             raise
@@ -323,13 +339,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _run_job(a: argparse.Namespace) -> None:
+    """A workflow job: one process at a time (its lock), and its provenance record written when it succeeds."""
+    from grpo_budget.experiment.provenance import write
+    from grpo_budget.lock import holding
+
+    with holding(f"{a.record_out}.lock", f"{a.command} job {Path(a.record_out).stem}"):
+        a.func(a)
+        write(a.record_out, a.record)
+
+
+WITH_VALUE = ("--threads", "--record-out", "--record")  # the global options that take a value
+
+
 def _command_index(argv: list[str]) -> int | None:
-    """Where the subcommand stands, past the global options (``--debug``, ``-v``, ``--threads N``)."""
+    """Where the subcommand stands, past the global options (``--debug``, ``-v``, ``--threads N``, the record's)."""
     i = 0
     while i < len(argv):
-        if argv[i] == "--threads":
+        if argv[i] in WITH_VALUE:
             i += 2
-        elif argv[i] in ("--debug", "-v", "--verbose") or argv[i].startswith("--threads="):
+        elif argv[i] in ("--debug", "-v", "--verbose") or argv[i].split("=")[0] in WITH_VALUE:
             i += 1
         else:
             return i

@@ -32,13 +32,13 @@ def file_digest(path: Path, block: int = 1 << 20, samples: int = 16) -> str:
 
 def model_digest(model_path: str) -> dict:
     """A local model folder: digests of its files' content (config, tokenizer, weights; hidden files skipped), not
-    their mtimes, so a copied folder keeps it and a re-bootstrapped one does not. A hub id: the revision it
-    resolves to."""
+    their path or mtimes, so a copied or moved folder keeps it and a re-bootstrapped one does not. A hub id: the
+    revision it resolves to."""
     folder = Path(model_path)
     if not folder.is_dir():
         return {"path": model_path, "revision": _hub_revision(model_path)}
     files = {p.relative_to(folder).as_posix(): file_digest(p) for p in model_files(folder)}
-    return {"path": model_path, "files": files}
+    return {"files": files}
 
 
 def model_files(folder: str | Path) -> list[Path]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -44,18 +45,26 @@ def _remove(tmp_path: Path | None) -> None:
 
 
 @contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike, fixed: bool = False) -> Iterator[Path]:
     """Yield a temporary path beside ``path`` (a file, or a folder the block may create in its place);
     rename it onto ``path`` only if the block succeeds. A full disk is a one-line ``UserError`` (the temporary
-    file removed, ``path`` as it was)."""
+    file removed, ``path`` as it was). ``fixed``: the temporary is always ``.NAME.partial``, and a leftover there
+    is removed first: a killed job (SIGKILL, a lost node) runs no cleanup, and a large one (a model folder) must
+    not stay for good; only for an output one job at a time writes (Snakemake and the results folder's lock)."""
     path = Path(path)
     tmp_path = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        tmp_path = Path(tmp)
-        yield tmp_path
+        if fixed:
+            _remove(leftover := path.with_name(f".{path.name}.partial"))
+            leftover.touch()
+            tmp_path = leftover
+        else:
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            os.close(fd)
+            tmp_path = Path(tmp)
+        with terminated_as_exit():
+            yield tmp_path
         os.replace(tmp_path, path)
     except (OSError, pyarrow.ArrowException) as e:
         if not disk_full(e):
@@ -67,6 +76,25 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
                         "run again — nothing was written") from e
     finally:
         _remove(tmp_path)
+
+
+@contextmanager
+def terminated_as_exit() -> Iterator[None]:
+    """Within the block, SIGTERM (SLURM's scancel or time limit, a job stopped by its controller) raises SystemExit,
+    so that ``finally`` clauses remove what the block left; by default Python would end at once. Only in the main
+    thread, where a handler can be set."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _existing(folder: Path) -> Path:
@@ -96,6 +124,17 @@ def write_parquet(df: pd.DataFrame, path: str | os.PathLike) -> None:
     with atomic_path(path) as tmp:
         df.to_parquet(tmp, index=False)
         write_text(sha256_of(tmp) + "\n", digest_path(path))
+
+
+RESULTS = "{results}"  # how a recorded path under the results folder begins (a moved folder keeps its records)
+
+
+def relative(text: str, results: str) -> str:
+    """``text`` with the results folder's path (as given and absolute, where a path begins) written as
+    ``{results}``."""
+    for root in sorted({results.rstrip("/"), os.path.abspath(results)}, key=len, reverse=True):
+        text = re.sub(r"(?<![\w./-])" + re.escape(root) + "/", lambda _: RESULTS + "/", text)
+    return text
 
 
 def write_text(text: str, path: str | os.PathLike) -> None:

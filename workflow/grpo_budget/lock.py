@@ -1,8 +1,11 @@
-"""One writer per results folder: a lock file inside it, held from a run's start to its end.
+"""One writer per results folder, and one process per job: lock files, each naming its holder.
 
 Snakemake's own lock is per working directory, so two clones (or two configs) pointed at one ``results:`` folder
-would both write it and each report the other's numbers. The lock records who holds it; a holder that is gone
-(a dead process on this host, a SLURM job that no longer exists) leaves a stale lock that the next run takes over.
+would both write it and each report the other's numbers: a run holds ``RESULTS/.grpo-budget.lock`` from its start
+to its end. A controller killed with ``kill -9`` leaves its jobs running, and the next run would start them again:
+each job's command holds its own lock (``provenance/{rule}/{job}.json.lock``) while it runs. A holder that is gone
+(a dead process on this host, a SLURM job that no longer exists) leaves a stale lock that the next taker takes over;
+one left by another host's process is removed by ``grpo-budget unlock RESULTS``.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from grpo_budget.errors import UserError
@@ -82,8 +87,20 @@ def _read(path: Path) -> tuple[dict | None, float]:
 def acquire(results: str | os.PathLike) -> Path:
     """Take the lock of ``results`` for this process (a UserError when a live run holds it); returns its path."""
     path = Path(results) / LOCK_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
+    return take(path, lambda record: (
+        f"{results}: this results folder is in use by another run ({describe(record)}); two runs writing one folder "
+        f"would mix their outputs: wait for it to end or point `results:` at another folder (if that run is gone, "
+        f"`grpo-budget unlock {results}` removes its locks)"))
+
+
+def take(path: Path, in_use: Callable[[dict | None], str]) -> Path:
+    """Take the lock file ``path`` for this process; a live holder's is refused with ``in_use(its record)``; a
+    stale one (:func:`is_stale`) is taken over."""
     me = holder()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"{path.parent}: cannot write here ({e.strerror}): a run needs a writable results folder") from None
     for _ in range(3):
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -95,21 +112,25 @@ def acquire(results: str | os.PathLike) -> Path:
             if isinstance(record, dict) and record.get("host") == me["host"] and record.get("pid") == me["pid"]:
                 return path
             if not is_stale(record, age, me["host"]):
-                raise UserError(
-                    f"{results}: this results folder is in use by another run ({describe(record)}); two runs "
-                    f"writing one folder would mix their outputs: wait for it to end or point `results:` at another "
-                    f"folder (if that run is gone, delete {path})") from None
+                raise UserError(in_use(record)) from None
             path.unlink(missing_ok=True)  # its holder is gone
             continue
+        except PermissionError as e:
+            raise UserError(f"{path.parent}: cannot write here ({e.strerror}): a run needs a writable results "
+                            "folder") from None
         with os.fdopen(fd, "w") as f:
             json.dump(me, f)
         return path
-    raise UserError(f"{path}: could not take the results folder's lock (it kept changing); run again")
+    raise UserError(f"{path}: could not take the lock (it kept changing); run again")
 
 
 def release(results: str | os.PathLike) -> None:
     """Drop the lock of ``results`` if this process holds it."""
-    path = Path(results) / LOCK_FILE
+    drop(Path(results) / LOCK_FILE)
+
+
+def drop(path: Path) -> None:
+    """Remove the lock file ``path`` if this process holds it."""
     try:
         record, _ = _read(path)
     except FileNotFoundError:
@@ -117,3 +138,44 @@ def release(results: str | os.PathLike) -> None:
     me = holder()
     if isinstance(record, dict) and record.get("host") == me["host"] and record.get("pid") == me["pid"]:
         path.unlink(missing_ok=True)
+
+
+@contextmanager
+def holding(path: str | os.PathLike, what: str) -> Iterator[Path]:
+    """One process per job: hold the lock file ``path`` while the block runs (a UserError naming ``what`` and the
+    holder when another live process holds it, so a second writer never writes beside it)."""
+    lock = take(Path(path), lambda record: (
+        f"{what}: another process is running this job ({describe(record)}); two writers would mix its outputs: "
+        f"wait for it to end (if it is gone, `grpo-budget unlock RESULTS` removes its lock)"))
+    try:
+        yield lock
+    finally:
+        drop(lock)
+
+
+def live_here(record: dict | None) -> bool:
+    """Whether a lock's holder is a live process on this host or a SLURM job SLURM still runs."""
+    if not isinstance(record, dict):
+        return False
+    if record.get("host") == socket.gethostname() and isinstance(record.get("pid"), int):
+        return _pid_alive(record["pid"])
+    return bool(record.get("slurm_job_id")) and not _slurm_job_gone(str(record["slurm_job_id"]))
+
+
+def unlock(results: str | os.PathLike) -> list[str]:
+    """Remove the results folder's lock and its jobs' locks (``provenance/**.lock``) unless their holder is a live
+    process on this host or a running SLURM job: a lock left by a run on another node that is gone. Returns one
+    line per lock, saying whether it was removed or kept and whose it was."""
+    root = Path(results)
+    lines = []
+    for path in [root / LOCK_FILE, *sorted((root / "provenance").glob("**/*.lock"))]:
+        try:
+            record, _ = _read(path)
+        except FileNotFoundError:
+            continue
+        if live_here(record):
+            lines.append(f"kept {path}: held by a live process ({describe(record)})")
+        else:
+            path.unlink(missing_ok=True)
+            lines.append(f"removed {path} ({describe(record)})")
+    return lines or [f"{results}: no locks"]

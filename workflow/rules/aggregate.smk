@@ -5,15 +5,16 @@
 rule summary:
     """Gains table: accuracy of base and each arm (final and best checkpoint), gains with paired bootstrap intervals."""
     input:
-        listing=LISTING,
         files=get_output_files("summary"),
-        provenance=provenance_file("summary"),
+        provenance=provenance_check("summary"),
     output:
         csv=report(P.summary_csv, caption="../report/output.rst", category="Tables", labels={"table": "gains", "format": "CSV, per seed"}),
         md=P.summary_md,
         seeds=P.summary_seeds,
         html=report(P.summary_html, caption="../report/output.rst", category="Tables", labels={"table": "gains", "format": "HTML"}),
     params:
+        listing=LISTING,
+        record=record_args("summary"),
         settings=as_json(config["analysis"]),
         caption=caption("summary", config),
     log:
@@ -23,16 +24,15 @@ rule summary:
     conda:
         CPU_ENV
     shell:
-        "grpo-budget aggregate summary --listing {input.listing:q} --settings {params.settings:q}"
+        "grpo-budget {params.record} aggregate summary --listing {params.listing:q} --settings {params.settings:q}"
         " --out {output.csv:q} {output.md:q} {output.seeds:q} {output.html:q} > {log:q} 2>&1"
 
 
 rule table:
     """One table of the aggregate stage: CSV (per seed), Markdown and HTML (per arm)."""
     input:
-        listing=LISTING,
         files=lambda wc: get_output_files(wc.name),
-        provenance=provenance_file("table"),
+        provenance=provenance_check("table"),
     output:
         csv=report(P.table, caption="../report/output.rst", category="Tables", labels={"table": "{name}", "format": "CSV, per seed"}),
         md=P.table_md,
@@ -40,6 +40,8 @@ rule table:
     wildcard_constraints:
         name="|".join(names("table")),
     params:
+        listing=LISTING,
+        record=record_args("table"),
         settings=as_json(config["analysis"]),
         caption=lambda wc: caption(wc.name, config),
     log:
@@ -49,22 +51,23 @@ rule table:
     conda:
         CPU_ENV
     shell:
-        "grpo-budget aggregate {wildcards.name} --listing {input.listing:q} --settings {params.settings:q}"
+        "grpo-budget {params.record} aggregate {wildcards.name} --listing {params.listing:q} --settings {params.settings:q}"
         " --out {output.csv:q} {output.md:q} {output.html:q} > {log:q} 2>&1"
 
 
 rule figure:
     """One figure of the aggregate stage, as PNG and PDF."""
     input:
-        listing=LISTING,
         files=lambda wc: get_output_files(wc.name),
-        provenance=provenance_file("figure"),
+        provenance=provenance_check("figure"),
     output:
         png=report(P.figure, caption="../report/output.rst", category="Figures", labels={"figure": "{name}"}),
         pdf=P.figure_pdf,
     wildcard_constraints:
         name="|".join(names("figure")),
     params:
+        listing=LISTING,
+        record=record_args("figure"),
         settings=as_json(config["analysis"]),
         caption=lambda wc: caption(wc.name, config),
     log:
@@ -74,5 +77,5 @@ rule figure:
     conda:
         CPU_ENV
     shell:
-        "grpo-budget aggregate {wildcards.name} --listing {input.listing:q} --settings {params.settings:q}"
+        "grpo-budget {params.record} aggregate {wildcards.name} --listing {params.listing:q} --settings {params.settings:q}"
         " --out {output.png:q} {output.pdf:q} > {log:q} 2>&1"

@@ -11,6 +11,7 @@ from snakemake.io import apply_wildcards
 from snakemake.utils import min_version
 
 from grpo_budget import failures, lock
+from grpo_budget.io import write_text
 from grpo_budget.aggregate.run import OUTPUTS, caption, names
 from grpo_budget.cluster import cost, memory_plan
 from grpo_budget.cluster.rules import RULES, job_name, job_pattern, log_folder
@@ -38,8 +39,9 @@ except UserError as e:
     raise WorkflowError(f"memory plan: {e}") from None
 
 P = plan.config_paths(config)  # with a `sweep:`, training and evaluation outputs have a {variant} level
-LISTING = plan.write_listing(config)  # the aggregate jobs read the run listing from this file
-write_jobs(config)  # every job's work, which later cost plans join to this run's benchmark files
+# The run listing the aggregate jobs read: its path and text now, the file written by the listing job (in the lock).
+LISTING, LISTING_TEXT = plan.listing_file(config)
+LISTED = plan.listing(config)
 NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 
 
@@ -52,22 +54,61 @@ def benchmark_file(rule):
     return P.benchmark.format(rule=log_folder(rule), name=job_pattern(config, rule))
 
 
-def provenance_file(rule):
-    """An input function: the job's provenance record (its rule's settings and the digests of the user's files it
-    reads, grpo_budget.experiment.provenance), rewritten only when they change, so an edited data, answers or model
-    file, or another config writing this results folder, re-runs the job. The path is absolute and one folder per
-    job: Snakemake lists a folder's files once, and a file written later in a listed folder counts as missing."""
+RECORDS = {}  # (rule, job name) -> (record path, the record its job would write now)
 
-    def record(wildcards):
+
+def job_record(rule, wildcards):
+    """The record the job of ``rule`` at ``wildcards`` writes when it succeeds (grpo_budget.experiment.provenance):
+    its rule's settings, its inputs and the digests of the user's files it reads; with its path and inputs."""
+    wc = dict(wildcards.items())
+    name = job_name(config, rule, wc)
+    if (rule, name) not in RECORDS:
+        r = workflow.get_rule(rule)
         params = {k: v(wildcards) if callable(v) else apply_wildcards(v, wildcards) if isinstance(v, str) else v
-                  for k, v in workflow.get_rule(rule).params.items()}
-        files = provenance.files_read(config, rule, dict(wildcards.items()), bool(get_model_input(wildcards))
-                                      if "model" in wildcards.keys() else True)
-        path = os.path.abspath(P.provenance.format(rule=rule, name=job_name(config, rule, dict(wildcards.items()))))
-        provenance.record(path, params, files)
-        return path
+                  for k, v in r.params.items() if k != "record"}
+        inputs = [str(f) for k, v in r.input._allitems() if k != "provenance" for f in _evaluated(v, wildcards)]
+        files = provenance.files_read(config, rule, wc, bool(get_model_input(wildcards)) if "model" in wc else True)
+        path = os.path.abspath(P.provenance.format(rule=rule, name=name))
+        RECORDS[rule, name] = path, provenance.wanted(config["results"], params, inputs, files), inputs
+    return RECORDS[rule, name]
 
-    return record
+
+def _evaluated(item, wildcards):
+    value = item(wildcards) if callable(item) else apply_wildcards(item, wildcards) if isinstance(item, str) else item
+    return [value] if isinstance(value, str) else list(value)
+
+
+def provenance_check(rule):
+    """An input function that adds no file: when the job's outputs exist but its record says other settings,
+    inputs or files made them (or there is no readable record, or one of its inputs is gone), the job is forced,
+    with one line saying why. It reads and writes nothing else: the job writes its record when it succeeds."""
+
+    def check(wildcards):
+        path, want, inputs = job_record(rule, wildcards)
+        outputs = [apply_wildcards(str(o), wildcards) for o in workflow.get_rule(rule).output]
+        if workflow.dag is None or not any(os.path.exists(o) for o in outputs):
+            return []
+        verdict = provenance.compare(path, want)
+        missing = [] if not verdict.current else [i for i in inputs if not os.path.exists(i)]
+        if not verdict.current or missing:
+            if not workflow.dag.forcefiles.issuperset(outputs):
+                why = verdict.why or f"its input {missing[0]} is missing"
+                print(f"grpo-budget: {rule} job {job_name(config, rule, dict(wildcards.items()))}: {why}; "
+                      "re-running it", file=sys.stderr)
+            workflow.dag.forcefiles.update(outputs)
+        return []
+
+    return check
+
+
+def record_args(rule):
+    """A params function: the global options with which the job's command writes its record when it succeeds
+    (and holds the job's lock while it runs: grpo_budget.lock)."""
+    def args(wildcards):
+        path, want, _ = job_record(rule, wildcards)
+        return f"--record-out {shlex.quote(path)} --record {shlex.quote(json.dumps(want, sort_keys=True))}"
+
+    return args
 
 
 # Host memory of the GPU rules, scaled to the model (config `models.NAME.size_b`, billions of parameters): the
@@ -173,7 +214,7 @@ def get_final_only(wildcards):
 
 def get_output_files(name):
     """The run files one aggregate output reads."""
-    return plan.files_read(plan.Listing.read(LISTING), OUTPUTS[name].reads)
+    return plan.files_read(LISTED, OUTPUTS[name].reads)
 
 
 def final_targets():

@@ -6,10 +6,11 @@ rule evaluate_base:
     input:
         test=P.data.replace("{dataset}", "{evalset}").replace("{split}", "test"),
         model=get_model_input,
-        provenance=provenance_file("evaluate_base"),
+        provenance=provenance_check("evaluate_base"),
     output:
         P.base_eval,
     params:
+        record=record_args("evaluate_base"),
         model=get_model_path,
         settings=get_generation_settings("evaluation"),
         dataset=lambda wc: get_dataset(wc, wc.evalset),
@@ -24,7 +25,7 @@ rule evaluate_base:
     conda:
         GPU_ENV
     shell:
-        "grpo-budget --threads {threads} evaluate --model {params.model:q} --test {input.test:q}"
+        "grpo-budget {params.record} --threads {threads} evaluate --model {params.model:q} --test {input.test:q}"
         " --settings {params.settings:q} --dataset {params.dataset:q} --out {output:q}"
         " > {log:q} 2>&1"
 
@@ -35,10 +36,11 @@ rule evaluate:
         test=P.data.replace("{dataset}", "{evalset}").replace("{split}", "test"),
         manifest=P.manifest,
         model=get_model_input,
-        provenance=provenance_file("evaluate"),
+        provenance=provenance_check("evaluate"),
     output:
         P.run_eval,
     params:
+        record=record_args("evaluate"),
         model=get_model_path,
         settings=get_generation_settings("evaluation"),
         dataset=lambda wc: get_dataset(wc, wc.evalset),
@@ -54,6 +56,6 @@ rule evaluate:
     conda:
         GPU_ENV
     shell:
-        "grpo-budget --threads {threads} evaluate --model {params.model:q} --test {input.test:q}"
+        "grpo-budget {params.record} --threads {threads} evaluate --model {params.model:q} --test {input.test:q}"
         " --manifest {input.manifest:q} {params.final_only} --settings {params.settings:q} --dataset {params.dataset:q}"
         " --out {output:q} > {log:q} 2>&1"

@@ -6,10 +6,11 @@ rule prepare:
     sets its arms are evaluated on."""
     input:
         against=get_leak_tests,
-        provenance=provenance_file("prepare"),
+        provenance=provenance_check("prepare"),
     output:
         P.data,
     params:
+        record=record_args("prepare"),
         dataset=get_dataset,
     log:
         log_file("prepare"),
@@ -18,7 +19,7 @@ rule prepare:
     conda:
         CPU_ENV
     shell:
-        "grpo-budget prepare --dataset {params.dataset:q} --out {wildcards.split}={output:q}"
+        "grpo-budget {params.record} prepare --dataset {params.dataset:q} --out {wildcards.split}={output:q}"
         " --against {input.against:q} > {log:q} 2>&1"
 
 

@@ -6,10 +6,11 @@ rule score:
     input:
         pool=P.data.replace("{split}", "pool"),
         model=get_model_input,
-        provenance=provenance_file("score"),
+        provenance=provenance_check("score"),
     output:
         P.scores,
     params:
+        record=record_args("score"),
         model=get_model_path,
         settings=get_generation_settings("scoring"),
         dataset=get_dataset,
@@ -25,7 +26,7 @@ rule score:
     conda:
         GPU_ENV
     shell:
-        "grpo-budget --threads {threads} score --model {params.model:q} --pool {input.pool:q}"
+        "grpo-budget {params.record} --threads {threads} score --model {params.model:q} --pool {input.pool:q}"
         " --settings {params.settings:q} --dataset {params.dataset:q}{params.cuts} --out {output:q}"
         " > {log:q} 2>&1"
 
@@ -35,10 +36,11 @@ rule verify:
     input:
         subsets=lambda wc: plan.subsets_of(config, wc.model, wc.dataset),
         model=get_model_input,
-        provenance=provenance_file("verify"),
+        provenance=provenance_check("verify"),
     output:
         P.verify,
     params:
+        record=record_args("verify"),
         model=get_model_path,
         settings=get_generation_settings("verify"),
         dataset=get_dataset,
@@ -53,5 +55,5 @@ rule verify:
     conda:
         GPU_ENV
     shell:
-        "grpo-budget --threads {threads} verify --model {params.model:q} --subsets {input.subsets:q}"
+        "grpo-budget {params.record} --threads {threads} verify --model {params.model:q} --subsets {input.subsets:q}"
         " --settings {params.settings:q} --dataset {params.dataset:q} --out {output:q} > {log:q} 2>&1"

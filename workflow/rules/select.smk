@@ -5,10 +5,11 @@ rule select:
     """Cut the budget from the scored pool by policy and difficulty source (seeded tie-breaks)."""
     input:
         scores=get_select_scores,
-        provenance=provenance_file("select"),
+        provenance=provenance_check("select"),
     output:
         P.subset,
     params:
+        record=record_args("select"),
         tiers=lambda wc: as_json(config["datasets"][wc.dataset].get("tiers")),
         rounding=config["budget_rounding"],
         group_size=get_group_size_arg,
@@ -20,6 +21,6 @@ rule select:
     conda:
         CPU_ENV
     shell:
-        "grpo-budget select --scores {input.scores:q} --policy {wildcards.policy} --budget {wildcards.budget}"
+        "grpo-budget {params.record} select --scores {input.scores:q} --policy {wildcards.policy} --budget {wildcards.budget}"
         " --seed {wildcards.seed} --rounding {params.rounding} --tiers {params.tiers:q}"
         "{params.group_size}{params.source} --out {output:q} > {log:q} 2>&1"

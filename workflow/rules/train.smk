@@ -6,11 +6,12 @@ rule train:
     input:
         subset=P.subset,
         model=get_model_input,
-        provenance=provenance_file("train"),
+        provenance=provenance_check("train"),
     output:
         log=P.train_log,
         manifest=P.manifest,
     params:
+        record=record_args("train"),
         model=get_model_path,
         checkpoints=P.checkpoints,
         settings=get_training_settings,
@@ -26,7 +27,7 @@ rule train:
     conda:
         GPU_ENV
     shell:
-        "grpo-budget --threads {threads} train --subset {input.subset:q} --model {params.model:q}"
+        "grpo-budget {params.record} --threads {threads} train --subset {input.subset:q} --model {params.model:q}"
         " --checkpoints {params.checkpoints:q} --settings {params.settings:q} --dataset {params.dataset:q}"
         " --seed {wildcards.seed} --log-out {output.log:q} --manifest-out {output.manifest:q} > {log:q} 2>&1"
 
@@ -35,12 +36,13 @@ rule bootstrap_model:
     """The embedded default's base model: a tiny Llama trained here to a target pass rate."""
     input:
         exclude=lambda wc: P.data.format(dataset=config["models"][wc.model]["bootstrap"]["dataset"], split="test"),
-        provenance=provenance_file("bootstrap_model"),
+        provenance=provenance_check("bootstrap_model"),
     output:
         directory(P.model),
     wildcard_constraints:
         model=models_with("bootstrap"),
     params:
+        record=record_args("bootstrap_model"),
         dataset=lambda wc: get_dataset(wc, config["models"][wc.model]["bootstrap"]["dataset"]),
         settings=lambda wc: as_json(config["models"][wc.model]["bootstrap"]),
     threads: 2
@@ -51,7 +53,7 @@ rule bootstrap_model:
     conda:
         CPU_ENV
     shell:
-        "grpo-budget --threads {threads} bootstrap-model --dataset {params.dataset:q} --settings {params.settings:q}"
+        "grpo-budget {params.record} --threads {threads} bootstrap-model --dataset {params.dataset:q} --settings {params.settings:q}"
         " --exclude {input.exclude:q} --out {output:q} > {log:q} 2>&1"
 
 

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from grpo_budget.errors import UserError
 from grpo_budget.experiment import sweep
 from grpo_budget.hub import fetched, store_folder
-from grpo_budget.io import read_json, write_text
+from grpo_budget.io import RESULTS, read_json, relative
 from grpo_budget.select.policies import fixed_size
 from grpo_budget.select.sources import SOURCES, split_arm
 
@@ -45,7 +45,7 @@ PATTERNS = {
     "table_html": "tables/{name}.html",
     "log": "logs/{rule}/{name}.log",
     "benchmark": "benchmarks/{rule}/{name}.tsv",
-    "provenance": "provenance/{rule}/{name}/provenance.json",  # a folder per job: see common.smk provenance_file
+    "provenance": "provenance/{rule}/{name}.json",  # what made a job's outputs: grpo_budget.experiment.provenance
 }
 
 
@@ -245,7 +245,9 @@ class Listing:
 
     @classmethod
     def read(cls, path: str | Path) -> "Listing":
-        return cls.from_dict(read_json(path))
+        """A listing file, its ``{results}/`` paths under the results folder it lies in."""
+        root = json.dumps(str(Path(path).resolve().parent.parent))[1:-1]
+        return cls.from_dict(json.loads(json.dumps(read_json(path)).replace(RESULTS + "/", root + "/")))
 
     def base_eval(self, model: str, evalset: str) -> str:
         return next(b.path for b in self.base if (b.model, b.evalset) == (model, evalset))
@@ -297,16 +299,13 @@ def subsets_of(config: dict, model: str, dataset: str) -> list[str]:
     return [p.subset.format(**r) for r in grid(config) if (r["model"], r["dataset"]) == (model, dataset)]
 
 
-def write_listing(config: dict) -> str:
-    """Write the listing file, named by a hash of its content: an unchanged plan finds it and re-runs nothing, a
-    changed one gets a new file (the aggregate jobs' input changes, so they re-run), and a dry run of another
-    plan never touches the file a running workflow reads."""
-    text = listing(config).to_json() + "\n"
+def listing_file(config: dict) -> tuple[str, str]:
+    """The listing file's path and text (the listing job writes it, inside the run's lock). Paths under the results
+    folder read ``{results}/...`` (a moved folder keeps it); the name is a hash of the text: a changed plan gets a
+    new file, and the aggregate jobs that read it re-run."""
+    text = relative(listing(config).to_json(), config["results"]) + "\n"
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
-    path = Path(paths(config["results"]).listing.format(digest=digest))
-    if not path.exists():
-        write_text(text, path)
-    return str(path)
+    return paths(config["results"]).listing.format(digest=digest), text
 
 
 # File roles an output reads (grpo_budget.aggregate.outputs.Output.reads).

@@ -1,27 +1,31 @@
-"""A job's provenance record: what decides its result beyond its rule inputs, as content digests.
+"""A job's provenance record: what made its outputs, written by the job when it succeeds, compared before a run.
 
-Snakemake re-runs a job when an input is newer than its outputs, or when a setting changed since the run its own
+Snakemake re-runs a job when an output is missing, an input is newer, or a setting changed since the run its own
 working directory recorded (``.snakemake/``). That misses a user's files that no rule makes (data files, an answers
-file, a local model folder: edited in place, nothing re-ran) and another clone or config pointed at the same results
-folder (its ``.snakemake/`` knows nothing of these outputs). So each job gets one more input, a small record of its
-rule's settings and of those files' digests, which is rewritten only when they change: an edit, or another
-configuration, makes the record newer than the job's outputs and the job re-runs.
+file, a local model folder edited in place) and another clone or config pointed at the same results folder (its
+``.snakemake/`` knows nothing of these outputs). So each job's command also writes, when it succeeds, a record of
+what made its outputs: its rule's settings, its inputs and the digests of those user's files
+(``provenance/{rule}/{job}.json``). Before a run, the workflow compares the record it would write now with the one
+on disk, and forces the job when they differ, when the record is missing or unreadable ("unknown"), or when an
+input of outputs that exist is gone. Nothing is written while the DAG is built: a dry run, a run refused by the
+results folder's lock, or another config's run changes nothing a later run decides.
+
+Paths under the results folder are recorded relative to it (``{results}/...``), so a moved folder re-runs nothing.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
-import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from grpo_budget.digest import file_digest, model_files
-from grpo_budget.io import write_json
+from grpo_budget.io import relative, write_json
 from grpo_budget.prepare.files import local_files
 
-# A first record is dated 2000-01-01, older than any output: adding provenance to existing results re-runs nothing.
-FIRST_RECORD_TIME = 946684800
 MODEL_RULES = ("score", "verify", "train", "evaluate_base", "evaluate")  # the rules that load the base model
 ANSWER_RULES = ("verify", "train")  # the rules that read a dataset's answers file
 
@@ -56,20 +60,68 @@ def digest(path: str) -> str:
     return _digest(os.path.abspath(path), st.st_size, st.st_mtime_ns)
 
 
-def record(path: str | Path, settings: dict, files: list[str]) -> bool:
-    """Write the record of one job to ``path`` unless it already says the same; returns whether it was written.
+def wanted(results: str, settings: dict, inputs: list[str], files: list[str]) -> dict:
+    """The record a job would write now: its settings, its inputs (paths relative to ``results``, hashed) and the
+    content digests of the user's ``files``, with ``digest``, the hash of all three."""
+    content = json.loads(relative(json.dumps({
+        "settings": settings,
+        "inputs": sorted(inputs),
+        "files": {os.path.abspath(f): digest(f) for f in files},
+    }, sort_keys=True), results))
+    # an aggregate job reads every run's files: their list, hashed, keeps its command line short
+    content["inputs"] = {"count": len(inputs), "sha256": hashlib.sha256("\n".join(content["inputs"]).encode())
+                         .hexdigest()[:16]}
+    content["digest"] = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+    return content
 
-    Each write carries its time: Snakemake skips a newer input whose checksum matches the one it recorded, so a
-    record that went back to an earlier content must still differ from it."""
-    path = Path(path)
-    content = {"settings": settings, "files": {os.path.abspath(f): digest(f) for f in files}}
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether a job's outputs were made by what it would run with now; ``why`` says what differs when not."""
+
+    current: bool
+    why: str = ""
+
+
+def compare(path: str | os.PathLike, want: dict) -> Verdict:
+    """The record at ``path`` against ``want`` (:func:`wanted`): a missing or unreadable record is unknown."""
     try:
-        old = json.loads(path.read_text())
+        old = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return Verdict(False, "no record of what made its outputs")
     except (OSError, ValueError):
-        old = None
-    if isinstance(old, dict) and {k: old.get(k) for k in content} == content:
-        return False
-    write_json({**content, "written_ns": time.time_ns()}, path)
-    if old is None:
-        os.utime(path, (FIRST_RECORD_TIME, FIRST_RECORD_TIME))
-    return True
+        return Verdict(False, "its record is unreadable")
+    if not isinstance(old, dict) or old.get("digest") != want["digest"]:
+        if not isinstance(old, dict):
+            return Verdict(False, "its record is unreadable")
+        parts = [k for k in ("settings", "inputs", "files") if old.get(k) != want[k]]
+        if "settings" in parts and isinstance(old.get("settings"), dict):
+            keys = changed(old["settings"], want["settings"])
+            parts[parts.index("settings")] = f"settings ({', '.join(keys)})"
+        return Verdict(False, f"made with other {', '.join(parts) or 'records'}")
+    return Verdict(True)
+
+
+def changed(old: dict, new: dict, prefix: str = "") -> list[str]:
+    """The names of the settings that differ; a setting that is a JSON object (a job's ``--settings``) by key."""
+    out = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k), new.get(k)
+        if a == b:
+            continue
+        inner = [_object(a), _object(b)]
+        out += changed(*inner, f"{prefix}{k}.") if None not in inner else [f"{prefix}{k}"]
+    return out
+
+
+def _object(value) -> dict | None:
+    try:
+        value = json.loads(value) if isinstance(value, str) else value
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def write(path: str | os.PathLike, content: dict | str) -> None:
+    """Write a job's record (the job's command does, when it succeeds), atomically."""
+    write_json(json.loads(content) if isinstance(content, str) else content, Path(path))

@@ -193,6 +193,15 @@ def _set_aside_from(folder: Path, first: int) -> list[tuple[int, Path, Path]]:
     return moved
 
 
+def same_run(old: dict, new: dict) -> bool:
+    """Whether a fingerprint written before local model folders were named by content alone (their path was part
+    of it) is ``new``'s run: the same parts once that path is dropped."""
+    parts = old.get("parts")
+    if not isinstance(parts, dict) or not isinstance(parts.get("model"), dict) or "files" not in parts["model"]:
+        return False
+    return {**parts, "model": {k: v for k, v in parts["model"].items() if k != "path"}} == new["parts"]
+
+
 def claim_checkpoint_dir(checkpoint_dir: Path, record: dict) -> Path | None:
     """Make ``checkpoint_dir`` belong to the run with fingerprint ``record``: checkpoints of another run (or of
     an unknown one: no readable fingerprint file) are moved aside whole to ``<dir>.stale-N``, never deleted.
@@ -202,6 +211,9 @@ def claim_checkpoint_dir(checkpoint_dir: Path, record: dict) -> Path | None:
     except (OSError, ValueError):
         old = None
     if isinstance(old, dict) and old.get("fingerprint") == record["fingerprint"]:
+        return None
+    if isinstance(old, dict) and same_run(old, record):
+        write_json(record, checkpoint_dir / FINGERPRINT_FILE)
         return None
     moved = None
     if checkpoint_dir.is_dir() and any(p.name != FINGERPRINT_FILE for p in checkpoint_dir.iterdir()):
