@@ -35,6 +35,7 @@ onstart:
         lock.acquire(config["results"])  # one writer per results folder (grpo_budget.lock)
     except UserError as e:
         raise WorkflowError(str(e)) from None
+    failures.watch_stops()  # Ctrl-C or SIGTERM: onerror says what finished and what was stopped
     write_jobs(config)  # every job's work, which later cost plans join to this run's benchmark files
     if not os.path.exists(LISTING):  # the aggregate jobs read it; named by its content
         write_text(LISTING_TEXT, LISTING)
@@ -48,6 +49,9 @@ onerror:
     lock.release(config["results"])
     for line in failures.causes(log):  # the cause of each failed job, beside its log path
         print(line, file=sys.stderr)
+    if failures.STOPS:
+        for line in failures.stop_report(failures.read_logs(log), failures.STOPS[0]):
+            print(line, file=sys.stderr)
 
 
 rule all:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from grpo_budget.failures import cause, causes, job_logs
 
 RUN_LOG = """Error in rule summary:
@@ -39,3 +41,71 @@ def test_causes_reads_each_jobs_log_and_says_when_it_is_missing(tmp_path):
     assert causes([str(run_log)]) == [f"cause ({a}): grpo-budget: error: bad input",
                                       f"cause ({b}): the log file is empty", f"cause ({c}): the log file is missing"]
     assert causes(str(run_log)) == causes([run_log]) and causes(None) == [] and causes(tmp_path / "none") == []
+
+
+STOPPED_LOG = """\
+[Sat Dec  5 02:12:16 2026]
+localrule train:
+    input: r/runs/a/subset.parquet
+    log: r/logs/train/tiny_hard_s0.log
+    jobid: 6
+    wildcards: policy=hard
+Shell command: grpo-budget train
+[Sat Dec  5 02:12:16 2026]
+localrule train:
+    log: r/logs/train/tiny_random_s0.log
+    jobid: 11
+[Sat Dec  5 02:12:17 2026]
+localrule evaluate:
+    log: r/logs/evaluate/tiny_hard_s0_x.log
+    jobid: 3
+[Sat Dec  5 02:12:18 2026]
+localrule select:
+    log: r/logs/select/tiny_easy_s0.log
+    jobid: 8
+Will exit after finishing currently running jobs (scheduler).
+[Sat Dec  5 02:12:31 2026]
+Finished jobid: 6 (Rule: train)
+1 of 19 steps (5%) done
+[Sat Dec  5 02:12:31 2026]
+Error in rule select:
+    message: None
+    jobid: 8
+    output: r/subset.parquet
+Finished jobid: 11 (Rule: train)
+"""
+
+
+def test_a_stopped_run_says_what_finished_what_was_stopped_and_what_failed():
+    """Snakemake ends a run stopped by SIGTERM or Ctrl-C with "At least one job did not complete successfully"
+    (exit 1) even when none failed: the report says which jobs finished (kept), which were running, which failed."""
+    from grpo_budget.failures import stop_report
+
+    assert stop_report(STOPPED_LOG, "SIGTERM") == [
+        "grpo-budget: stopped by SIGTERM; failed: select tiny_easy_s0",
+        "grpo-budget: finished and kept: train tiny_hard_s0, train tiny_random_s0",
+        "grpo-budget: running when stopped (they run again next time): evaluate tiny_hard_s0_x",
+        "grpo-budget: run the same command to continue"]
+    assert stop_report(STOPPED_LOG.split("[Sat Dec  5 02:12:18")[0], "SIGINT")[0] == "grpo-budget: stopped by SIGINT; no job failed"
+
+
+def test_stops_are_noted_and_handed_on_to_the_handler_before():
+    import os
+    import signal
+
+    from grpo_budget import failures
+
+    seen = []
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))
+        failures.watch_stops()
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert seen == [signal.SIGTERM] and failures.STOPS[-1] == "SIGTERM"
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+        assert failures.STOPS[-1] == "SIGINT"
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
+        failures.STOPS.clear()

@@ -35,9 +35,9 @@ def cause(job_log: str) -> str | None:
     return lines[-1] if lines else None
 
 
-def causes(run_logs: str | Path | list | None) -> list[str]:
-    """``cause (LOG): LINE`` for each failed job named in Snakemake's run log(s) (a path or a list of paths, as its
-    ``onerror`` handler receives them; nothing when they cannot be read)."""
+def read_logs(run_logs: str | Path | list | None) -> str:
+    """The text of Snakemake's run log(s): a path or a list of paths, as its handlers receive them ('' when they
+    cannot be read)."""
     paths = run_logs if isinstance(run_logs, (list, tuple)) else [run_logs] if run_logs else []
     text = ""
     for path in paths:
@@ -45,11 +45,63 @@ def causes(run_logs: str | Path | list | None) -> list[str]:
             text += Path(path).read_text(errors="replace")
         except OSError:
             pass
+    return text
+
+
+def causes(run_logs: str | Path | list | None) -> list[str]:
+    """``cause (LOG): LINE`` for each failed job named in Snakemake's run log(s) (a path or a list of paths, as its
+    ``onerror`` handler receives them; nothing when they cannot be read)."""
     out = []
-    for path in job_logs(text):
+    for path in job_logs(read_logs(run_logs)):
         try:
             line = cause(Path(path).read_text(errors="replace"))
         except OSError:
             line = "the log file is missing"
         out.append(f"cause ({path}): {line or 'the log file is empty'}")
     return out
+
+
+# A job's block in Snakemake's run log: its rule, then (indented) its jobid and log; the line of its end.
+JOB_BLOCK = re.compile(r"^(?:local)?rule (\w+):\n((?:    .*\n)+)", re.M)
+FINISHED = re.compile(r"^Finished jobid: (\d+) ", re.M)
+FAILED = re.compile(r"^Error in rule \w+:\n(?:    .*\n)*?    jobid: (\d+)", re.M)
+STOPS: list[str] = []  # the signals that stopped this run (watch_stops)
+
+
+def watch_stops() -> None:
+    """Note SIGTERM and SIGINT before Snakemake's own handling (it lets running jobs finish, or cancels them, and
+    then reports a failure): ``stop_report`` then says what happened."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(sig)
+
+        def noted(signum, frame, previous=previous):
+            STOPS.append(signal.Signals(signum).name)
+            if callable(previous):
+                previous(signum, frame)
+            elif signum == signal.SIGINT:
+                raise KeyboardInterrupt
+
+        signal.signal(sig, noted)
+
+
+def stop_report(run_log: str, signal_name: str) -> list[str]:
+    """What a run stopped by ``signal_name`` did, from Snakemake's run log (its text): which jobs finished (kept),
+    which were running when it stopped (they run again next time), which failed; Snakemake's own last line says
+    only that a job did not complete."""
+    jobs = {}
+    for rule, body in JOB_BLOCK.findall(run_log):
+        fields = dict(re.findall(r"^    (\w+): (.*)$", body, re.M))
+        if "jobid" in fields and rule != "all":
+            jobs[fields["jobid"]] = f"{rule} {Path(fields.get('log', rule)).stem}" if fields.get("log") else rule
+    finished = [jobs[j] for j in FINISHED.findall(run_log) if j in jobs]
+    failed = [jobs[j] for j in FAILED.findall(run_log) if j in jobs]
+    running = [name for j, name in jobs.items() if name not in finished and name not in failed]
+    lines = [f"grpo-budget: stopped by {signal_name}; " + ("no job failed" if not failed else
+                                                          f"failed: {', '.join(failed)}")]
+    lines.append(f"grpo-budget: finished and kept: {', '.join(finished) or 'none'}")
+    if running:
+        lines.append(f"grpo-budget: running when stopped (they run again next time): {', '.join(running)}")
+    lines.append("grpo-budget: run the same command to continue")
+    return lines
