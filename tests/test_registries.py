@@ -60,7 +60,7 @@ def test_every_schema_default_reaches_the_settings_objects():
             - set(plan.SELECTION_ONLY)) <= gen_fields
     assert {p for p in schema_props(("evaluation",)) if not p.startswith("ood_")} <= gen_fields
     assert settings.Bootstrap.from_dict({"dataset": "x"}).hidden_size == 128
-    assert settings.Analysis.from_dict(None).learnable_window == 3
+    assert settings.Analysis.from_dict(None).learnable_window == 1
 
 
 def test_a_bad_partial_section_names_its_field():

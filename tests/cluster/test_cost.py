@@ -10,7 +10,7 @@ import pytest
 
 from grpo_budget import cli
 from grpo_budget.cluster import cost, work
-from grpo_budget.cluster.hardware import DEFAULT_SOURCE, DEFAULTS
+from grpo_budget.cluster.hardware import CPU_DEFAULTS, DEFAULT_SOURCE, DEFAULTS, defaults_for
 from grpo_budget.cluster.rates import fit_rates, measurements
 from grpo_budget.experiment import config
 from grpo_budget.experiment.settings import Cost
@@ -167,6 +167,36 @@ def test_unmeasured_sizes_take_the_stated_defaults(tmp_path):
     assert train["qwen3-4b"] < train["llama-3.1-8b"] < train["qwen3-14b"] == train["phi-4"]
 
 
+def test_a_cpu_config_is_planned_in_cpu_hours_at_cpu_rates():
+    """device: cpu runs the GPU rules on the CPU: neither A100 rates nor GPU-hours (issue 44)."""
+    cfg = load()
+    assert cfg["device"] == "cpu"
+    est = cost.estimate(cfg, folders=[])
+    assert set(est[est["kind"] != "cpu"]["source"]) == {CPU_DEFAULTS.source} == {"default (CPU, 2 cores)"}
+    text = cost.render(cost.summarize(est), est, device="cpu")
+    assert "| CPU-h |" in text and "GPU" not in text.replace("GPU rules", "")
+    assert "device: cpu: the GPU rules run on the CPU, so their hours are CPU hours" in text
+    on_gpu = cost.estimate(dict(cfg, device="cuda"), folders=[])
+    assert set(on_gpu[on_gpu["kind"] != "cpu"]["source"]) == {DEFAULT_SOURCE}
+    # one sequence of the 135M model perf/cpu_rates.py measures: ~14 tokens/s on the CPU, ~5,800 on an A100
+    assert CPU_DEFAULTS.generate_rate(0.135, 1) < DEFAULTS.generate_rate(0.135, 1) / 100
+
+
+def test_scoring_time_grows_with_the_pool():
+    """A pool 100 times larger: its score job decodes 78 times the steps (batches of 128 prompts), at the same
+    per-step cost, so its time beyond the start-up grows as much; on the CPU that is most of the job."""
+    def score(**ds):
+        cfg = load(datasets={"framearith": dict(load()["datasets"]["framearith"], **ds)})
+        est = cost.estimate(cfg, folders=[])
+        job = est[est["rule"] == "score"].iloc[0]
+        return job.seconds - defaults_for(cfg["device"]).startup(job.size_b), job.seconds, job.passes
+
+    small, big = score(), score(pool_size=20_000)
+    assert (small[2], big[2]) == (32, 2512)  # 200 and 20,000 items, 128 a batch, 16 tokens
+    assert big[0] == pytest.approx(small[0] * 2512 / 32)
+    assert big[1] > 4 * small[1]
+
+
 def test_runtime_request_is_the_estimate_with_margin_floor_and_ceiling():
     c = Cost.from_dict({})
     assert (c.margin, c.runtime_floor, c.runtime_ceiling) == (1.5, 15, 2880)
@@ -189,7 +219,7 @@ def test_runtime_minutes_of_a_job_from_its_wildcards():
 def test_plan_command_prints_and_writes_the_table(tmp_path, capsys):
     assert cli.main(["plan", "--configfile", str(TINY), "--config", f"results={tmp_path}", "--parallel", "2"]) == 0
     out = capsys.readouterr().out
-    assert "| train | train | 3 |" in out and "GPU-h" in out and "Wall time" in out
+    assert "| train | train | 3 |" in out and "CPU-h" in out and "Wall time" in out  # tiny.yaml: device cpu
     assert (tmp_path / "plan" / "cost.md").read_text() in out
     per_job = pd.read_csv(tmp_path / "plan" / "cost.csv")
     assert len(per_job) == len(work.jobs(load(results=tmp_path)))

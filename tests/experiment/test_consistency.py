@@ -8,6 +8,7 @@ import pytest
 from grpo_budget.errors import UserError
 from grpo_budget.experiment import config, consistency
 from grpo_budget.experiment.schema import ConfigError
+from grpo_budget.experiment.schema_file import defaults
 from grpo_budget.prepare.benchmarks import BENCHMARKS
 from grpo_budget.prepare.splits import read_answers
 
@@ -40,6 +41,7 @@ def test_a_misspelt_spec_key_is_refused_not_loaded_from_the_hub():
 def test_every_benchmark_default_spec_key_is_allowed():
     for b in BENCHMARKS.values():
         assert set(b.spec) <= set(consistency.SPEC_KEYS), b
+    assert set(defaults(("datasets", "*", "spec"))) <= set(consistency.SPEC_KEYS)  # the schema's spec settings
 
 
 @pytest.mark.parametrize("adaptive, match", [({"first": 40, "max_samples": 32}, "adaptive.first': 40"),

@@ -144,3 +144,66 @@ def test_a_prompt_longer_than_the_engines_context_is_refused_by_name():
     vllm_args.check_lengths([[1] * 10], 20, 30)
     with pytest.raises(UserError, match="item-7: its prompt has 11 tokens.*gpu.max_prompt_tokens"):
         vllm_args.check_lengths([[1] * 10, [1] * 11], 20, 30, keys=["item-6", "item-7"])
+
+
+def test_an_items_samples_do_not_depend_on_the_rest_of_its_job(tiny_model_dir):
+    """Each row samples from its own stream keyed by (seed, item key, sample index), as the vLLM backend seeds each
+    request: an item scored beside others, alone, or at another place gets the same samples (prompts of one length,
+    so that padding does not change the logits either)."""
+    gen = backends.make_generator("transformers", str(tiny_model_dir), device="cpu", batch_size=64, progress=False)
+    ps = ["+1 +2 . ?", "-3 +4 . ?", "+5 -6 . ?"]
+    assert len({len(gen.prompt_ids([p])[0]) for p in ps}) == 1
+    s = Sampling(n=4, temperature=1.0, top_p=1.0, max_new_tokens=6, seed=5)
+    together = gen.generate(ps, s, keys=["a", "b", "c"])
+    assert gen.generate(ps[1:2], s, keys=["b"]) == together[1:2]
+    assert gen.generate([ps[2], ps[0]], s, keys=["c", "a"]) == [together[2], together[0]]
+    assert gen.generate(ps, Sampling(**{**s.__dict__, "seed": 6}), keys=["a", "b", "c"]) != together
+
+
+def test_keyed_sampling_draws_from_the_warped_distribution():
+    """The draws over 40,000 rows match softmax(logits / T) after top-k and top-p, within 4 SE."""
+    import math
+
+    import torch
+
+    from grpo_budget.generation.keyed import KeyedSampler, row_seeds, uniforms
+
+    u = uniforms(torch.tensor([1, 2], dtype=torch.int64), 0, 100_000)
+    assert 0 < float(u.min()) and float(u.max()) < 1 and abs(float(u.mean()) - 0.5) < 0.005
+    assert abs(float(torch.corrcoef(u)[0, 1])) < 0.02  # two seeds: unrelated streams
+    rows = 40_000
+    logits = torch.log(torch.tensor([0.5, 0.3, 0.15, 0.05])).repeat(rows, 1)
+    seeds = row_seeds(7, [str(i) for i in range(rows)], 1)
+    cases = [(1.0, 0, 1.0, [0.5, 0.3, 0.15, 0.05]),
+             (2.0, 0, 1.0, [math.sqrt(p) for p in (0.5, 0.3, 0.15, 0.05)]),  # T = 2: p^(1/2), renormalised
+             (1.0, 2, 1.0, [0.5, 0.3, 0, 0]),  # top-k 2
+             (1.0, 0, 0.7, [0.5, 0.3, 0, 0])]  # top-p 0.7 keeps 0.5 + 0.3
+    for temperature, top_k, top_p, weights in cases:
+        want = torch.tensor(weights) / sum(weights)
+        pick = KeyedSampler(seeds, 3, temperature, top_k, top_p, "cpu")(torch.zeros(rows, 3, dtype=torch.long), logits)
+        assert bool((pick.max(dim=1).values == 0).all()) and bool((torch.isinf(pick).sum(1) == 3).all())
+        freq = torch.bincount(pick.argmax(dim=1), minlength=4).double() / rows
+        se = torch.sqrt(want * (1 - want) / rows)
+        assert bool((freq - want).abs().le(4 * se + 1e-9).all()), (temperature, top_k, top_p, freq, want)
+
+
+def test_training_samples_with_scorings_top_k(tmp_path, tiny_model_dir):
+    """One sampling definition: training.top_k null means what scoring's null means (the model's generation_config
+    value, else transformers' 50), resolved to a number before TRL, whose transformers and vLLM paths read None
+    differently; 0 is no cut in both."""
+    import shutil
+
+    from transformers import GenerationConfig
+
+    from grpo_budget.experiment.settings import Training
+    from grpo_budget.train.training import grpo_config
+
+    assert vllm_args.effective_top_k(None, vllm_args.model_top_k(str(tiny_model_dir))) == 50
+    model = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model)
+    GenerationConfig(do_sample=True, top_k=20).save_pretrained(model)
+    assert vllm_args.effective_top_k(None, vllm_args.model_top_k(str(model))) == 20
+    assert vllm_args.effective_top_k(0, 20) == 0 and vllm_args.effective_top_k(5, 20) == 5
+    t = Training.from_dict({"max_steps": 2, "top_k": 7})
+    assert grpo_config(t, tmp_path / "out", seed=0, on_gpu=False).top_k == 7
+    assert grpo_config(Training.from_dict({"max_steps": 2}), tmp_path / "out", seed=0, on_gpu=False).top_k == 0

@@ -197,7 +197,7 @@ def test_a_pool_file_without_answers_loads_when_the_dataset_names_an_answers_fil
     frames = build(ds)
     assert len(frames["pool"]) == 2 and frames["pool"]["answer"].isna().all()
     assert list(frames["test"]["answer"]) == ["2"]
-    with pytest.raises(UserError, match="no items"):  # without answers: the pool's items are ungradable, dropped
+    with pytest.raises(UserError, match="all 2 rows were dropped because no gold answer could be parsed"):  # without answers: the pool's items are ungradable, dropped
         build({k: v for k, v in ds.items() if k != "answers"})
 
 

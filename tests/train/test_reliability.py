@@ -2,6 +2,7 @@
 refused, incomplete checkpoints set aside rather than resumed (or blocking), and broken Parquet inputs named."""
 
 import json
+import shutil
 import logging
 
 import pandas as pd
@@ -94,6 +95,11 @@ def test_fingerprint_covers_what_shapes_the_trajectory(tmp_path, subset):
     assert fp(items=pd.read_parquet(tmp_path / "rewritten.parquet")) == base  # same content, new file
     (model / "config.json").touch()
     assert fp() == base  # mtimes do not count, so a copied model folder keeps it
+    moved = tmp_path / "moved"
+    shutil.copytree(model, moved)
+    assert fingerprint(items, str(moved), Training.from_dict(SETTINGS), DATASET, 0)["fingerprint"] == base  # nor paths
+    assert "top_k" not in traj(SETTINGS)  # 0 (TRL's no-cut default), as before the field: fingerprints stay
+    assert fp(settings={**SETTINGS, "top_k": 20}) != base and fp(settings={**SETTINGS, "top_k": None}) != base
     # everything else changes it
     assert fp(settings={**SETTINGS, "learning_rate": 5e-4}) != base
     assert fp(settings={**SETTINGS, "lora": {"r": 4, "alpha": 4}}) != base

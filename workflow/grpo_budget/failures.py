@@ -4,6 +4,7 @@ and the job's log path, while the cause (the CLI's one-line error, or a tracebac
 from __future__ import annotations
 
 import re
+import signal
 from pathlib import Path
 
 ERROR_PREFIX = "grpo-budget: error:"  # the CLI's one line for a user's mistake (grpo_budget.cli.main)
@@ -71,8 +72,6 @@ STOPS: list[str] = []  # the signals that stopped this run (watch_stops)
 def watch_stops() -> None:
     """Note SIGTERM and SIGINT before Snakemake's own handling (it lets running jobs finish, or cancels them, and
     then reports a failure): ``stop_report`` then says what happened."""
-    import signal
-
     for sig in (signal.SIGTERM, signal.SIGINT):
         previous = signal.getsignal(sig)
 

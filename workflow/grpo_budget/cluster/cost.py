@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from grpo_budget.cluster.hardware import defaults_for
 from grpo_budget.cluster.rates import fit_rates, measurements, rate_for
 from grpo_budget.cluster.rules import RULES, job_name
 from grpo_budget.cluster.work import jobs, write_jobs
@@ -31,12 +32,14 @@ def calibration_folders(config: dict) -> list[str]:
 
 
 def estimate(config: dict, folders: list[str] | None = None) -> pd.DataFrame:
-    """Per job: rule, stage, work, estimated seconds and the source of its rate."""
+    """Per job: rule, stage, work, estimated seconds and the source of its rate (unmeasured: the defaults of the
+    config's device)."""
     job_list = jobs(config)
     rates = fit_rates(measurements(calibration_folders(config) if folders is None else folders))
+    hw = defaults_for(config["device"])
     rows = []
     for j in job_list:
-        r = rate_for(j, rates)
+        r = rate_for(j, rates, hw)
         rows.append(dict(asdict(j), stage=j.stage, kind=j.kind, work=j.work, seconds=r.seconds(j),
                          source=r.source))
     return pd.DataFrame(rows)
@@ -92,9 +95,12 @@ def _fmt_hours(h: float) -> str:
     return f"{h:.2f}" if h < 10 else f"{h:.0f}"
 
 
-def render(summary: pd.DataFrame, est: pd.DataFrame, parallel: int | None = None) -> str:
-    """The plan as a Markdown table with totals and wall-time lines."""
-    lines = ["| stage | rule | jobs | tokens generated | tokens trained | GPU-h | mean job (min) | longest job (min) | rates |",
+def render(summary: pd.DataFrame, est: pd.DataFrame, parallel: int | None = None, device: str = "cuda") -> str:
+    """The plan as a Markdown table with totals and wall-time lines; on device cpu the GPU rules' hours are CPU
+    hours, and the plan says so."""
+    unit = "GPU" if device == "cuda" else "CPU"
+    lines = [f"| stage | rule | jobs | tokens generated | tokens trained | {unit}-h | mean job (min) "
+             "| longest job (min) | rates |",
              "|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in summary.itertuples():
         lines.append(f"| {r.stage} | {r.rule} | {r.jobs} | {_fmt_tokens(r.tokens_generated)} | "
@@ -106,11 +112,15 @@ def render(summary: pd.DataFrame, est: pd.DataFrame, parallel: int | None = None
                  f"**{_fmt_tokens(int(summary['tokens_trained'].sum()))}** | **{_fmt_hours(gpu_h)}** | | | |")
     crit = critical_path_s(est) / 3600
     top = summary.sort_values("gpu_hours", ascending=False).iloc[0]
-    lines += ["", f"GPU-hours {gpu_h:.2f} (all jobs {all_h:.2f} h); {top['rule']} dominates "
+    lines += ["", f"{unit}-hours {gpu_h:.2f} (all jobs {all_h:.2f} h); {top['rule']} dominates "
                   f"({100 * top['gpu_hours'] / gpu_h if gpu_h else 0:.0f}%)." if gpu_h else
               f"Job time {all_h:.2f} h.",
-              f"Wall time: at least {crit:.2f} h (the critical path, with a GPU for every job that can run)"
+              f"Wall time: at least {crit:.2f} h (the critical path, with a {unit} for every job that can run)"
               + (f"; with {parallel} jobs at a time about {max(crit, all_h / parallel):.2f} h." if parallel else ".")]
+    if device == "cpu":
+        lines.append(f"device: cpu: the GPU rules run on the CPU, so their hours are CPU hours; unmeasured, at "
+                     f"{defaults_for(device).source}, transformers in float32 (docs/cost-plan.md); --calibrate-from "
+                     "a run on your machine measures yours.")
     return "\n".join(lines) + "\n"
 
 
@@ -119,7 +129,7 @@ def write_plan(config: dict, parallel: int | None = None, folders: list[str] | N
     folder; returns the Markdown and its path."""
     est = estimate(config, folders)
     summary = summarize(est)
-    text = render(summary, est, parallel)
+    text = render(summary, est, parallel, config["device"])
     root = Path(config["results"]) / "plan"
     write_jobs(config)
     write_text(est.to_csv(index=False), root / "cost.csv")

@@ -1,5 +1,6 @@
-"""The default rates of the cost plan where nothing was measured: the roofline of one A100-SXM4-80GB per GPU job,
-from published figures."""
+"""The default rates of the cost plan where nothing was measured: on ``device: cuda`` the roofline of one
+A100-SXM4-80GB per GPU job, from published figures; on ``device: cpu`` (the GPU rules run on the CPU) rates measured
+on 2 AMD EPYC cores (``perf/cpu_rates.py``)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,15 @@ class Hardware:
     concurrency: int = 256  # sequences decoded at once: vLLM's max_num_seqs default
     startup_s: float = 120.0  # ours: process start, CUDA/vLLM initialisation and graph capture
     load_s_per_b: float = 4.0  # ours: 2 GB of bf16 weights per billion parameters read at ~0.5 GB/s
+    name: str = "A100"  # the plan's rate source reads "default (NAME)"
+    bytes_per_param: int = 2  # bf16 weights
+    step_overhead_s: float = 0.0  # a decoding step's fixed cost beyond the roofline
+    seq_overhead_s: float = 0.0  # and its cost per sequence that does not grow with the parameters
+    overlap: bool = True  # the weights are read while computing (a GPU); on a CPU the two add up (measured)
+
+    @property
+    def source(self) -> str:
+        return f"default ({self.name})"
 
     def startup(self, size_b: float) -> float:
         return self.startup_s + self.load_s_per_b * size_b
@@ -31,9 +41,10 @@ class Hardware:
     def decode_step(self, size_b: float, batch: int) -> float:
         """Seconds of one decoding step of ``batch`` sequences."""
         params = max(size_b, 1e-3) * 1e9
-        memory = 2 * params / (self.memory_bw * self.memory_efficiency)
+        memory = self.bytes_per_param * params / (self.memory_bw * self.memory_efficiency)
         compute = 2 * params * batch / (self.peak_flops * self.generate_mfu)
-        return max(memory, compute)
+        overheads = self.step_overhead_s + self.seq_overhead_s * batch
+        return overheads + (max(memory, compute) if self.overlap else memory + compute)
 
     def generate_rate(self, size_b: float, batch: int | None = None) -> float:
         """Tokens generated per second with ``batch`` sequences in flight (default: a full engine)."""
@@ -53,4 +64,20 @@ RECOMPUTE = 3 / 2
 
 
 DEFAULTS = Hardware()
-DEFAULT_SOURCE = "default (A100)"
+DEFAULT_SOURCE = DEFAULTS.source
+
+# The GPU rules on device cpu: transformers' batched generate and a forward + backward in float32, measured by
+# perf/cpu_rates.py on 2 AMD EPYC cores (load 0.6-2): effective rates, so the efficiencies are 1. A 135M Llama
+# decodes a step of b sequences (b = 1..64) in 68-71 + 2.0-2.2 b ms: its float32 weights read at 7.8-8.1 GB/s and
+# 124-132 GFLOP/s; it trains at 131-141 GFLOP/s (6 FLOPs per parameter per token). The tiny model's step costs
+# 1.5-1.9 ms at batch 1 and 17 us more per sequence than its parameters say (sampling, attention over the cache).
+# A job starts in ~5 s (the embedded default's evaluate_base: 5.9 s, 0.9 s of it generating, docs/results.md) plus
+# 4 GB of float32 weights per billion parameters at ~1 GB/s.
+CPU_DEFAULTS = Hardware(peak_flops=133e9, memory_bw=7.9e9, memory_efficiency=1.0, generate_mfu=1.0, train_mfu=1.0,
+                        startup_s=5.0, load_s_per_b=4.0, name="CPU, 2 cores", bytes_per_param=4,
+                        step_overhead_s=1.8e-3, seq_overhead_s=17e-6, overlap=False)
+
+
+def defaults_for(device: str) -> Hardware:
+    """The default rates of a config's ``device``: where its GPU rules run."""
+    return CPU_DEFAULTS if device == "cpu" else DEFAULTS

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from grpo_budget.cluster.hardware import DEFAULT_SOURCE, DEFAULTS
+from grpo_budget.cluster.hardware import DEFAULTS, Hardware
 from grpo_budget.cluster.rules import CPU, GENERATE, TRAIN
 from grpo_budget.cluster.work import JOBS_FILE, Job, log_path
 
@@ -193,22 +193,22 @@ def _fit_update(rows: pd.DataFrame, gen: Rate) -> tuple[float, float, float]:
     return startup, gen.per_pass, gen.per_token + update
 
 
-def default_rate(job: Job) -> Rate:
-    """The stated default of a job's kind, model size and batch (:data:`grpo_budget.cluster.hardware.DEFAULTS`): each decoding step at the
-    roofline of its batch; a GRPO step also trains on its completions."""
-    hw = DEFAULTS
+def default_rate(job: Job, hw: Hardware = DEFAULTS) -> Rate:
+    """The stated default of a job's kind, model size and batch on ``hw`` (:mod:`grpo_budget.cluster.hardware`:
+    an A100, or the CPU on device cpu): each decoding step at the roofline of its batch; a GRPO step also trains on
+    its completions."""
     if job.kind == CPU:
         return Rate(60.0 if job.rule == "prepare" else 30.0, 0.0, 0.0, "default")
     per_pass = hw.decode_step(job.size_b, max(job.batch, 1))
     per_token = 1 / hw.train_rate(job.size_b, job.checkpointing) if job.kind == TRAIN else 0.0
-    return Rate(hw.startup(job.size_b), per_pass, per_token, DEFAULT_SOURCE)
+    return Rate(hw.startup(job.size_b), per_pass, per_token, hw.source)
 
 
-def rate_for(job: Job, rates: dict[tuple[str, float], Rate]) -> Rate:
+def rate_for(job: Job, rates: dict[tuple[str, float], Rate], hw: Hardware = DEFAULTS) -> Rate:
+    """A job's measured rate (its kind and model size), else the default on ``hw``."""
     if job.kind == CPU:
-        return rates.get((job.rule, 0.0)) or default_rate(job)
+        return rates.get((job.rule, 0.0)) or default_rate(job, hw)
     for (kind, size), rate in rates.items():
         if kind == job.kind and _same_size(size, job.size_b):
             return rate
-    return default_rate(job)
-
+    return default_rate(job, hw)

@@ -10,6 +10,7 @@ from pathlib import Path
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from grpo_budget import model_folder
 from grpo_budget.experiment import schema
 from grpo_budget.experiment.schema import ConfigError
 from grpo_budget.experiment.sweep import NAME_REGEX, NAMES_KEY, apply, axes, derived_name, format_value, variants
@@ -115,13 +116,16 @@ def _sources(cfg: dict) -> None:
 
 
 def inputs(cfg: dict) -> None:
-    """What can be checked without running: local paths exist, regexes compile, generator knobs agree, every
-    budget fills one training step. Hub ids are left to the job."""
+    """What can be checked without running: local paths exist (a model folder with what loading it needs), regexes
+    compile, generator knobs agree, every budget fills one training step. Hub ids are left to the job."""
     for mname, model in cfg["models"].items():
         path = model.get("path")
         if path and _looks_local(path) and not Path(path).exists():
             raise ConfigError(f"config field 'models.{mname}.path': {path!r} does not exist; allowed: a local "
                               "model folder or a hub id such as Qwen/Qwen3-4B")
+        why = model_folder.problem(path) if path and Path(path).is_dir() else None
+        if why:
+            raise ConfigError(f"config field 'models.{mname}.path': {why}")
     for name, ds in cfg["datasets"].items():
         where = f"datasets.{name}"
         pattern = ds["grading"].get("pattern")

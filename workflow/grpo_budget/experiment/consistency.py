@@ -16,7 +16,8 @@ from grpo_budget.select.sources import split_arm
 # What a benchmark's `spec` may hold (grpo_budget.prepare.benchmarks and .files read these; the BENCHMARKS defaults
 # use no other, which tests/experiment/test_consistency.py checks).
 SPEC_KEYS = ("hub_id", "hub_config", "hub_split", "data_files", "format", "field", "fields", "splits", "objects",
-             "pool_size", "test_size", "test_fraction", "max_items", "cache_dir", "drop_ungradable")
+             "pool_size", "test_size", "test_fraction", "max_items", "cache_dir", "drop_ungradable", "max_ungradable",
+             "max_prompt_chars")
 
 # Read only by the BBH loader (grpo_budget.prepare.benchmarks._load_bbh, a seeded split of one set of items); every
 # other benchmark takes its pool and test from the copy's own splits and never looks at them.

@@ -8,18 +8,17 @@ from __future__ import annotations
 
 from copy import deepcopy
 from functools import lru_cache
-from pathlib import Path
 
-import yaml
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import best_match
 
 from grpo_budget.errors import UserError
+from grpo_budget.experiment.schema_file import SCHEMA_PATH, raw, section_schema
 from grpo_budget.prepare.benchmarks import BENCHMARKS
 from grpo_budget.prepare.splits import GENERATORS
 from grpo_budget.select.policies import arm_names
 
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"  # package data
+__all__ = ["SCHEMA_PATH", "ConfigError", "check", "fill", "fill_top", "load_schema", "section_schema"]
 
 
 class ConfigError(UserError):
@@ -37,25 +36,9 @@ REGISTRY_ENUMS = {
 }
 
 
-def section_schema(schema: dict, pointer: tuple[str, ...]) -> dict:
-    """The sub-schema at ``pointer`` (property names; ``*`` = any key of a mapping or any item of a list)."""
-    node = schema
-    for key in pointer:
-        if key == "*":
-            node = node["items"] if node.get("type") == "array" else node["additionalProperties"]
-        else:
-            node = node["properties"][key]
-    return node
-
-
-@lru_cache(maxsize=1)
-def _schema_file() -> dict:
-    return yaml.safe_load(SCHEMA_PATH.read_text())
-
-
 @lru_cache(maxsize=4)
 def _with_enums(enums: tuple[tuple[str, ...], ...]) -> dict:
-    schema = deepcopy(_schema_file())
+    schema = deepcopy(raw())
     for pointer, names in zip(REGISTRY_ENUMS, enums):
         section_schema(schema, pointer)["enum"] = list(names)
     return schema

@@ -52,6 +52,7 @@ class Training:
     beta: float
     temperature: float
     top_p: float
+    top_k: int | None  # 0: no cut; None: the model's generation_config decides, as in scoring
     loss_type: str
     scale_rewards: str
     bf16: bool

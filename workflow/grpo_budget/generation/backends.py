@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import gc
 import logging
+import pickle
+import re
 import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -21,7 +23,9 @@ from grpo_budget.errors import UserError
 from grpo_budget.experiment.settings import Generation
 from grpo_budget.generation import prompts as P
 from grpo_budget.generation.sampling import Completion, Sampling
+from grpo_budget.generation.keyed import KeyedSampler, row_seeds
 from grpo_budget.generation.vllm_args import (
+    effective_top_k,
     check_lengths,
     cpu_engine_env,
     parse_vllm_output,
@@ -29,6 +33,7 @@ from grpo_budget.generation.vllm_args import (
     vllm_engine_kwargs,
     vllm_sampling_kwargs,
 )
+from grpo_budget.model_folder import pickle_error, pickles
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +80,13 @@ def load_model(model: str, adapter: str | None = None, device: str = "cpu", dtyp
     torch_dtype = {"auto": "auto", "bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[dtype]
     if device == "cpu" and dtype == "auto":
         torch_dtype = torch.float32
-    lm = AutoModelForCausalLM.from_pretrained(model, dtype=torch_dtype)
+    try:
+        lm = AutoModelForCausalLM.from_pretrained(model, dtype=torch_dtype)
+    except pickle.UnpicklingError as e:  # torch.load(weights_only=True) refused a pickle: kept so, named in one line
+        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(e))
+        files = pickles(model)
+        raise UserError(pickle_error(files[0] if len(files) == 1 else model,
+                                     f"it needs {found.group(1)}" if found else "not plain tensors")) from None
     if adapter:
         from peft import PeftModel
 
@@ -84,7 +95,8 @@ def load_model(model: str, adapter: str | None = None, device: str = "cpu", dtyp
 
 
 class TransformersGenerator(Generator):
-    """Batched ``generate`` with left padding; ``n`` samples per prompt via ``num_return_sequences``."""
+    """Batched ``generate`` with left padding; ``n`` samples per prompt as ``n`` rows, each sampled from its own
+    stream (grpo_budget.generation.keyed)."""
 
     def __init__(self, model: Any, tokenizer: Any, batch_size: int = 64, template_kwargs: dict | None = None,
                  progress: bool = False, model_path: str | None = None, dtype: str = "auto"):
@@ -107,12 +119,15 @@ class TransformersGenerator(Generator):
     def generate(self, prompts: Sequence[P.Prompt], sampling: Sampling, adapter: str | None = None,
                  keys: Sequence[str] | None = None) -> list[list[Completion]]:
         import torch
+        from transformers import LogitsProcessorList
+
         self._use_adapter(adapter)
         ids = self.prompt_ids(prompts)
         eos = _eos_ids(self.model, self.tokenizer)
         pad = self.tokenizer.pad_token_id
         device = next(self.model.parameters()).device
         per_batch = max(1, self.batch_size // max(1, sampling.n))  # batch_size counts sequences
+        keys = [str(i) for i in range(len(ids))] if keys is None else [str(k) for k in keys]  # as vLLM's
         out: list[list[Completion]] = []
         batches = range(0, len(ids), per_batch)
         for b in tqdm(batches, desc="generate", disable=not self.progress, mininterval=5):
@@ -120,20 +135,22 @@ class TransformersGenerator(Generator):
             width = max(len(x) for x in chunk)
             input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in chunk], device=device)
             mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in chunk], device=device)
-            torch.manual_seed(sampling.seed * 1_000_003 + b)  # reproducible per batch, whatever ran before
             greedy = sampling.temperature == 0
-            # An argument passed as None overrides generation_config in transformers 5: leave top_k out to keep
-            # the model's value (HF generate's semantics when it is not given).
-            top_k = {} if sampling.top_k is None and not greedy else {"top_k": None if greedy else sampling.top_k}
+            # Sampling is a logits processor keyed by (seed, item key, sample index): an item's samples do not
+            # depend on the rest of its batch or job (grpo_budget.generation.keyed); decoding then takes its pick.
+            sampler = [] if greedy else [KeyedSampler(
+                row_seeds(sampling.seed, keys[b : b + per_batch], sampling.n), width, sampling.temperature,
+                effective_top_k(sampling.top_k, getattr(self.model.generation_config, "top_k", None)),
+                sampling.top_p, device)]
             with torch.no_grad():
-                gen = self.model.generate(
-                    input_ids=input_ids,
-                    attention_mask=mask,
-                    do_sample=not greedy,
-                    temperature=None if greedy else sampling.temperature,
-                    top_p=None if greedy else sampling.top_p,
-                    **top_k,
-                    num_return_sequences=sampling.n,
+                gen = self.model.generate(  # each prompt's n rows side by side, as num_return_sequences lays them
+                    input_ids=input_ids.repeat_interleave(sampling.n, dim=0),
+                    attention_mask=mask.repeat_interleave(sampling.n, dim=0),
+                    do_sample=False,
+                    temperature=None,
+                    top_p=None,
+                    top_k=None,
+                    logits_processor=LogitsProcessorList(sampler),
                     max_new_tokens=sampling.max_new_tokens,
                     pad_token_id=pad,
                     eos_token_id=eos,

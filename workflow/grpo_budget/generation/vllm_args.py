@@ -102,9 +102,7 @@ def vllm_sampling_kwargs(sampling: Sampling, model_top_k: int | None = None) -> 
     ``sampling.top_k`` None what HF ``generate`` uses, as the transformers backend: the model's generation_config value
     (``model_top_k``), else transformers' global default (50), where vLLM would apply no cut at all.
     ``seed`` here is the run's; ``VLLMGenerator.generate`` gives each request its own (``request_seed``)."""
-    top_k = sampling.top_k
-    if top_k is None:
-        top_k = model_top_k if model_top_k is not None and model_top_k > 0 else hf_default_top_k()
+    top_k = effective_top_k(sampling.top_k, model_top_k)
     kwargs = {
         "n": sampling.n,
         "temperature": sampling.temperature,
@@ -115,6 +113,24 @@ def vllm_sampling_kwargs(sampling: Sampling, model_top_k: int | None = None) -> 
     if top_k and sampling.temperature > 0:  # 0 or None: no cut, vLLM's default
         kwargs["top_k"] = top_k
     return kwargs
+
+
+def effective_top_k(top_k: int | None, model_top_k: int | None) -> int:
+    """The top-k cut both backends sample with (0: none): ``top_k``, or with None what HF ``generate`` applies:
+    the model's generation_config value, else transformers' global default (50)."""
+    if top_k is None:
+        return model_top_k if model_top_k is not None and model_top_k > 0 else hf_default_top_k()
+    return top_k
+
+
+def model_top_k(model: str) -> int | None:
+    """The top_k of a model's generation_config (None when it sets none or has none)."""
+    from transformers import GenerationConfig
+
+    try:
+        return GenerationConfig.from_pretrained(model).top_k
+    except (OSError, ValueError):
+        return None
 
 
 def hf_default_top_k() -> int:

@@ -1,5 +1,5 @@
 """The registry of real benchmarks (:data:`BENCHMARKS`): each one's loader, answer type, instruction,
-difficulty column and default spec."""
+difficulty column, where its gold answers come from, and default spec."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from grpo_budget.prepare.files import _expand, _load_hub, _load_local, _load_source
-from grpo_budget.prepare.rows import _aime, _bbh_frame, _gsm8k, _math, drop_repeats, refuse_repeated_ids
+from grpo_budget.prepare.rows import (_aime, _bbh_frame, _gsm8k, _math, drop_repeats, refuse_long_prompts,
+                                      refuse_repeated_ids)
 
 _BOXED = "Put your final answer within \\boxed{}."
 
@@ -90,20 +91,21 @@ def _load_bbh(spec: dict, seed: int) -> dict[str, pd.DataFrame]:
         for f in flat:
             src = _load_local(f, spec.get("format"), spec.get("field"), spec.get("cache_dir"))
             for part in src.values():
-                frames.append(_bbh_frame(part, fields))
+                frames.append(refuse_long_prompts(_bbh_frame(part, fields), spec["max_prompt_chars"], f))
     else:
         configs = spec.get("hub_config")
         for n in objects:
             cfg = configs.format(word=_NUMBER_WORDS[n], n=n) if isinstance(configs, str) else configs
             src = _load_hub(spec["hub_id"], cfg, spec.get("hub_split"), spec.get("cache_dir"))
             for part in src.values():
-                frames.append(_bbh_frame(part, fields))
+                frames.append(refuse_long_prompts(_bbh_frame(part, fields), spec["max_prompt_chars"],
+                                                  f"hub {spec['hub_id']} ({cfg})"))
     if not frames:
         raise ValueError("bbh: no data loaded")
     every = pd.concat(frames, ignore_index=True)
     every = every[every["n_objects"].isin(objects)].reset_index(drop=True)
     # Before the split: a question in two files must not land in both the pool and the test set.
-    where = f"bbh_shuffled_objects ({_origin(spec)})"
+    where = f"bbh_shuffled_objects ({origin(spec)})"
     every = drop_repeats(every, where)
     refuse_repeated_ids(every, where)
     pools, tests = [], []
@@ -140,15 +142,17 @@ def _by_split(build: Callable[[pd.DataFrame, dict], pd.DataFrame]) -> Callable[[
     def load(name: str, spec: dict, seed: int) -> dict[str, pd.DataFrame]:
         out = {}
         for role, frame in _assign_roles(name, spec, _load_source(spec)).items():
-            where = f"{name} {role} ({_origin(spec, (spec.get('splits') or {}).get(role))})"
-            out[role] = drop_repeats(build(frame.reset_index(drop=True), spec["fields"]), where)
+            where = f"{name} {role} ({origin(spec, (spec.get('splits') or {}).get(role))})"
+            rows = refuse_long_prompts(build(frame.reset_index(drop=True), spec["fields"]), spec["max_prompt_chars"],
+                                       where)
+            out[role] = drop_repeats(rows, where)
             refuse_repeated_ids(out[role], where)
         return out
 
     return load
 
 
-def _origin(spec: dict, split: str | None = None) -> str:
+def origin(spec: dict, split: str | None = None) -> str:
     """Where a benchmark's rows come from, for messages: its data files (the split's, where given by split), else
     its hub id."""
     files = spec.get("data_files")
@@ -168,12 +172,26 @@ class Benchmark:
     answer_type: str  # grading.ANSWER_TYPES
     instruction: str  # appended to each question when the config gives none
     difficulty: str | None  # metadata column for the difficulty-stratified analysis
+    gold: tuple[str, str]  # (the spec.fields key its gold answers are parsed from, the form expected), for messages
     spec: dict = field(default_factory=dict)  # default loading spec: hub id and configs, field names, splits
+
+
+def gold_source(name: str, spec: dict) -> str:
+    """Where benchmark ``name``'s gold answers are parsed from (the copy's column, as the merged ``spec`` maps it)
+    and in what form, for a message about rows without one."""
+    key, form = BENCHMARKS[name].gold
+    fields = spec.get("fields") or {}
+    if key != "answer" and fields.get("answer") and fields["answer"] != fields.get(key):
+        key, form = "answer", "a non-empty answer"  # a mapped answer column is read instead of the solution
+    columns = fields.get(key)
+    named = " or ".join(map(repr, columns if isinstance(columns, (list, tuple)) else [columns]))
+    return f"field {named} (spec.fields.{key}; expected {form})"
 
 
 BENCHMARKS: dict[str, Benchmark] = {
     "gsm8k": Benchmark(
         load=_by_split(_gsm8k), answer_type="number", instruction=_BOXED, difficulty="n_steps",
+        gold=("solution", "a worked solution ending in '#### <number>'"),
         spec={"hub_id": "openai/gsm8k", "hub_config": "main",
               "fields": {"question": ["question", "problem"], "solution": "answer"},
               "splits": {"pool": "train", "test": "test"}},
@@ -182,12 +200,14 @@ BENCHMARKS: dict[str, Benchmark] = {
         load=lambda name, spec, seed: _load_bbh(spec, seed), answer_type="option",
         instruction="Answer concisely, think step by step, then put your final answer within \\boxed{(X)}.",
         difficulty="n_objects",
+        gold=("answer", "an option such as (A)"),
         spec={"hub_id": "lukaemon/bbh", "hub_config": "tracking_shuffled_objects_{word}_objects", "hub_split": "test",
               "fields": {"question": ["input", "question"], "answer": ["target", "answer"]}, "objects": [3, 5, 7],
               "test_fraction": 0.5},
     ),
     "math": Benchmark(
         load=_by_split(_math), answer_type="math", instruction=_BOXED, difficulty="level",
+        gold=("solution", "a solution with its final answer in the last \\boxed{...}"),
         spec={"hub_id": "EleutherAI/hendrycks_math", "hub_config": list(MATH_SUBJECTS),
               "fields": {"question": ["problem", "question"], "solution": "solution", "level": "level",
                          "type": "type", "id": "unique_id"},
@@ -195,6 +215,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     ),
     "aime2025": Benchmark(
         load=_by_split(_aime), answer_type="number", instruction=_BOXED, difficulty=None,
+        gold=("answer", "a number"),
         spec={"hub_id": "opencompass/AIME2025", "hub_config": ["AIME2025-I", "AIME2025-II"],
               "fields": {"question": ["question", "problem"], "answer": "answer", "solution": "solution", "id": "id"},
               "splits": {"test": "test"}},

@@ -1,8 +1,9 @@
-"""Reading a benchmark's copy: local data files (format inference, JSON Lines errors by file and line) or the
-Hugging Face hub, as ``{split: frame}``."""
+"""Reading a benchmark's copy: local data files (format inference; bytes that are not UTF-8, JSON Lines errors and a
+.json object without its rows' key named by file and line) or the Hugging Face hub, as ``{split: frame}``."""
 
 from __future__ import annotations
 
+import codecs
 import glob
 import json
 from pathlib import Path
@@ -13,6 +14,8 @@ import pandas as pd
 from grpo_budget.errors import UserError
 
 _FORMATS = {"json": "json", "jsonl": "json", "parquet": "parquet", "csv": "csv", "arrow": "arrow"}
+_TEXT_FORMATS = ("json", "csv")  # read as UTF-8 text (Parquet and Arrow are binary)
+ROWS_KEY = "examples"  # the key of a .json file's object that holds its rows (BBH's files)
 
 
 def _folder_files(folder: Path) -> list[str]:
@@ -72,17 +75,62 @@ def _infer_format(files: list[str], fmt: str | None) -> str:
 
 
 def _json_field(files: list[str], fmt: str, field: str | None) -> str | None:
-    """BBH's .json files hold the rows under "examples"; JSON Lines hold rows directly."""
-    if field is not None or fmt != "json":
+    """The key of a .json file's object that holds the rows (``field``, else :data:`ROWS_KEY` where the file has
+    it); None for JSON Lines and lists of rows. An object without that key is refused in one line: read as it is,
+    it would be one row (or a parse error) that names no key."""
+    if fmt != "json":
         return field
-    first = files[0]
-    if first.endswith(".jsonl") or "*" in first:
-        return None
-    with open(first, "rb") as fh:
-        head = fh.read(4096).lstrip()
-    if head.startswith(b"{") and b'"examples"' in head[:4096]:
-        return "examples"
-    return None
+    key, found = field or ROWS_KEY, field
+    for f in files:
+        if f.endswith(".jsonl") or "*" in f:
+            continue
+        keys = _object_keys(f)
+        if keys is None:
+            continue
+        if key not in keys:
+            other = "set spec.field to the key that holds them, or " if field is None else ""
+            raise UserError(f"{f}: a JSON object without the key {key!r} (its keys: {', '.join(keys) or 'none'}); "
+                            f"it must hold the rows as a list of objects under {key!r} (BBH: "
+                            f'{{"{ROWS_KEY}": [{{"input": ..., "target": "(A)"}}, ...]}}); {other}save the rows as '
+                            "JSON lines, one object per line, in a .jsonl file")
+        found = key
+    return found
+
+
+def _object_keys(path: str) -> list[str] | None:
+    """The keys of the one JSON object a .json file holds; None when it holds JSON Lines (an object on each line),
+    a list, or no valid JSON (the reader's error then names the line)."""
+    with open(path, "rb") as fh:
+        first = fh.readline().removeprefix(codecs.BOM_UTF8)
+        if not first.lstrip().startswith(b"{"):
+            return None
+        try:
+            obj = json.loads(first)
+            if fh.read(1 << 16).strip():  # a second object after the first line's: JSON Lines
+                return None
+        except ValueError:  # an object over several lines: read it whole
+            try:
+                obj = json.loads(first + fh.read())
+            except ValueError:
+                return None
+    return [str(k) for k in obj] if isinstance(obj, dict) else None
+
+
+def _check_utf8(files: list[str]) -> None:
+    """A text data file whose bytes are not UTF-8 is named with its line and byte offset (the reader accepts it
+    and a bare UnicodeDecodeError surfaces later, on some row's text)."""
+    for f in files:
+        for name in sorted(glob.glob(f)) if "*" in f else [f]:
+            offset = 0
+            with open(name, "rb") as fh:
+                for n, line in enumerate(fh, start=1):
+                    try:
+                        line.decode("utf-8")
+                    except UnicodeDecodeError as e:
+                        raise UserError(f"{name}:{n}: byte {offset + e.start:,} (0x{line[e.start]:02x}) is not UTF-8 "
+                                        f"({e.reason}); save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"
+                                        ) from None
+                    offset += len(line)
 
 
 def _load_local(data_files: Any, fmt: str | None, field: str | None, cache_dir: str | None) -> dict[str, pd.DataFrame]:
@@ -95,6 +143,8 @@ def _load_local(data_files: Any, fmt: str | None, field: str | None, cache_dir: 
         expanded = _expand(data_files)
         all_files = expanded
     fmt = _infer_format(all_files, fmt)
+    if fmt in _TEXT_FORMATS:
+        _check_utf8(all_files)
     kwargs: dict[str, Any] = {"data_files": expanded}
     jf = _json_field(all_files, fmt, field)
     if jf:

@@ -39,7 +39,8 @@ columns, the first present wins: the defaults list the names hub copies use),
 (BBH: among 3, 5, 7), ``test_fraction`` / ``pool_size`` / ``test_size`` (BBH:
 seeded split of each task's items), ``max_items`` (seeded cap per frame),
 ``cache_dir``, ``drop_ungradable`` (drop items without a gold answer; default
-True).
+True), ``max_ungradable`` (the share of a split that may lack one before prepare refuses) and ``max_prompt_chars``
+(the longest question accepted); the last two default to the config schema's values.
 
 Reading the files or the hub is in :mod:`grpo_budget.prepare.files`, the per-benchmark row conversion in
 :mod:`grpo_budget.prepare.rows`.
@@ -54,8 +55,9 @@ import numpy as np
 import pandas as pd
 
 from grpo_budget.errors import UserError
-from grpo_budget.prepare.benchmarks import BENCHMARKS
-from grpo_budget.prepare.rows import _hash
+from grpo_budget.experiment.schema_file import defaults
+from grpo_budget.prepare.benchmarks import BENCHMARKS, gold_source, origin
+from grpo_budget.prepare.rows import _hash, excerpt
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +65,11 @@ COLUMNS = ["id", "prompt", "answer", "answer_type", "solution"]
 
 
 def _spec(name: str, spec: dict | None) -> dict:
+    """The benchmark's default spec updated by ``spec``, and the config schema's defaults of the keys it has."""
     if name not in BENCHMARKS:
         raise UserError(f"unknown benchmark {name!r}; allowed: {', '.join(BENCHMARKS)}")
     merged = copy.deepcopy(BENCHMARKS[name].spec)
-    spec = dict(spec or {})
+    spec = {**defaults(("datasets", "*", "spec")), **(spec or {})}
     fields = dict(merged.get("fields", {}))
     fields.update(spec.pop("fields", None) or {})
     merged.update({k: v for k, v in spec.items() if v is not None})
@@ -85,15 +88,30 @@ def _cap(frame: pd.DataFrame, max_items: int | None, seed: int, salt: str) -> pd
     return frame.iloc[keep].reset_index(drop=True)
 
 
-def _drop_ungradable(frame: pd.DataFrame, name: str, role: str, drop: bool) -> pd.DataFrame:
+def _drop_ungradable(frame: pd.DataFrame, name: str, role: str, spec: dict) -> pd.DataFrame:
+    """``frame`` without its rows that lack a gold answer (kept, with a warning, under ``drop_ungradable: false``).
+    More of them than ``spec.max_ungradable`` of the split, or all, is a :class:`UserError` naming the file, the
+    field and the form expected: a format mismatch would otherwise shrink or empty the split silently."""
     bad = frame["answer"].isna() | (frame["answer"].astype(str).str.strip() == "")
-    if bad.any():
-        ids = frame.loc[bad, "id"].tolist()
-        if drop:
-            log.warning("%s/%s: dropping %d item(s) without a gold answer: %s", name, role, len(ids), ids[:10])
-            frame = frame.loc[~bad].reset_index(drop=True)
-        else:
-            log.warning("%s/%s: %d item(s) have no gold answer: %s", name, role, len(ids), ids[:10])
+    n, limit = int(bad.sum()), float(spec["max_ungradable"])
+    if not n:
+        return frame
+    where = f"{name} {role} ({origin(spec, (spec.get('splits') or {}).get(role))})"
+    drop = bool(spec.get("drop_ungradable", True))
+    because = (f"no gold answer could be parsed from {gold_source(name, spec)}, e.g. for "
+               f"{excerpt(frame.loc[bad, 'prompt'].iloc[0])!r}")
+    if n == len(frame):
+        raise UserError(f"{where}: all {n} rows {'were dropped' if drop else 'are ungradable'} because {because}; fix "
+                        "the data, or map the field that holds the answers with the dataset's spec: {fields: {...}}")
+    if n > limit * len(frame):
+        raise UserError(f"{where}: {n} of {len(frame)} rows ({n / len(frame):.1%}, above spec.max_ungradable "
+                        f"{limit:g}) {'would be dropped' if drop else 'are ungradable'} because {because}; fix those "
+                        "rows, or raise the dataset's spec.max_ungradable")
+    ids = frame.loc[bad, "id"].tolist()
+    if drop:
+        log.warning("%s: dropping %d item(s) without a gold answer: %s", where, n, ids[:10])
+        return frame.loc[~bad].reset_index(drop=True)
+    log.warning("%s: %d item(s) have no gold answer: %s", where, n, ids[:10])
     return frame
 
 
@@ -103,11 +121,10 @@ def load_benchmark(name: str, spec: dict | None, seed: int, unlabeled_pool: bool
     the pool's items are kept without gold answers (the dataset's ``answers:`` file supplies the bought ones)."""
     spec = _spec(name, spec)
     out = BENCHMARKS[name].load(name, spec, seed)
-    drop = bool(spec.get("drop_ungradable", True))
     result = {}
     for role, frame in out.items():
         if not (unlabeled_pool and role == "pool"):
-            frame = _drop_ungradable(frame, name, role, drop)
+            frame = _drop_ungradable(frame, name, role, spec)
         frame = _cap(frame, spec.get("max_items"), seed, f"{name}/{role}")
         result[role] = frame.reset_index(drop=True)
     return result

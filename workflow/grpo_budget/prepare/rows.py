@@ -1,5 +1,6 @@
 """Per-benchmark row conversion: a copy's columns (through the spec's ``fields``) onto the project's columns,
-gold answers and ids; repeated questions and ids (:func:`drop_repeats`, :func:`refuse_repeated_ids`)."""
+gold answers and ids; repeated questions and ids (:func:`drop_repeats`, :func:`refuse_repeated_ids`), overlong
+questions (:func:`refuse_long_prompts`)."""
 
 from __future__ import annotations
 
@@ -85,6 +86,20 @@ def refuse_repeated_ids(frame: pd.DataFrame, where: str = "the data") -> None:
                         f"{first} for {excerpt(prompts.iloc[0], 40)!r} and {excerpt(prompts.iloc[1], 40)!r}); map a "
                         "column of unique ids with the dataset's spec: {fields: {id: COLUMN}}, or none "
                         "({fields: {id: null}}) for ids from a hash of the question")
+
+
+def refuse_long_prompts(frame: pd.DataFrame, limit: int, where: str) -> pd.DataFrame:
+    """``frame`` (rows in the copy's order) when no question is longer than ``limit`` characters (the dataset's
+    ``spec.max_prompt_chars``); else a :class:`UserError` naming the first such row: a corrupt row would otherwise
+    be tokenized, scored and trained on like any other."""
+    lengths = frame["prompt"].map(lambda q: len(q) if isinstance(q, str) else 0).to_numpy()
+    long = np.flatnonzero(lengths > limit)
+    if len(long):
+        i = int(long[0])
+        raise UserError(f"{where}: row {i + 1} (id {frame['id'].iloc[i]}) has a question of {lengths[i]:,} "
+                        f"characters, above spec.max_prompt_chars ({limit:,}; {len(long)} row(s) are over it); fix or "
+                        "drop those rows, or raise the dataset's spec.max_prompt_chars")
+    return frame
 
 
 def _column(frame: pd.DataFrame, fields: dict, key: str, required: bool = False) -> pd.Series | None:

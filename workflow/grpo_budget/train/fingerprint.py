@@ -35,6 +35,8 @@ def trajectory_settings(t: Training) -> dict:
         dropped |= {"dtype"}
     # Where the steps are also logged (TensorBoard, W&B) changes nothing they compute.
     dropped |= {"report_to"}
+    if t.top_k == 0:  # no cut, what TRL did before the field existed: the fingerprint stays
+        dropped |= {"top_k"}
     if not t.dynamic_sampling:  # off, as before the fields existed: the fingerprint stays
         dropped |= {"dynamic_sampling", "dynamic_max_rounds"}
     if t.lora.layers is None:  # unset, as before the field existed: the fingerprint stays

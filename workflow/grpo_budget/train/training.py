@@ -21,6 +21,7 @@ from grpo_budget.experiment import schema
 from grpo_budget.experiment.settings import Training
 from grpo_budget.generation import grading, prompts
 from grpo_budget.generation.backends import load_tokenizer
+from grpo_budget.generation.vllm_args import effective_top_k, model_top_k
 from grpo_budget.io import read_json, read_parquet, write_json, write_parquet
 from grpo_budget.prepare.splits import attach_answers
 from grpo_budget.select.sources import labels_bought
@@ -46,6 +47,7 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
     labels = labels_bought(subset)
     subset = subset[SUBSET_COLUMNS]
     args = grpo_config(t, checkpoint_dir, seed, on_gpu, n_items=len(subset))
+    args.top_k = effective_top_k(t.top_k, model_top_k(model_path))  # null: as scoring's transformers backend
     check_trainable(len(subset), args, t, subset_path)
     _, planned = schedule(len(subset), t, prompts_per_generation(args))  # args.max_steps is its first part
     record = fingerprint(subset, model_path, t, dataset, seed)
@@ -211,6 +213,7 @@ def grpo_config(t: Training, out_dir: Path, seed: int, on_gpu: bool, n_items: in
         beta=float(t.beta),
         temperature=float(t.temperature),
         top_p=float(t.top_p),
+        top_k=int(t.top_k or 0),  # null is resolved from the model by train()
         loss_type=t.loss_type,
         scale_rewards=t.scale_rewards,
         chat_template_kwargs=t.chat_template_kwargs or None,
