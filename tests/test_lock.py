@@ -51,6 +51,8 @@ def test_staleness_of_blank_dead_foreign_and_slurm_records(monkeypatch):
         cmd, answers[cmd[3]][2], answers[cmd[3]][0], answers[cmd[3]][1]))
     assert is_stale({"host": "another-node", "pid": 1, "slurm_job_id": "1"}, 0)
     assert not is_stale({"host": "another-node", "pid": 1, "slurm_job_id": "2"}, 0)
+    monkeypatch.setenv("SLURM_JOB_ID", "2")  # a requeued job keeps its id: its lock from the node it left is its own
+    assert is_stale({"host": "another-node", "pid": 1, "slurm_job_id": "2"}, 0)
 
 
 def grpo_budget(*args: str) -> subprocess.CompletedProcess:

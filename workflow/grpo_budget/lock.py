@@ -60,6 +60,8 @@ def is_stale(record: dict | None, age_s: float, host: str | None = None) -> bool
     if record.get("host") == (host or socket.gethostname()) and isinstance(record.get("pid"), int):
         return not _pid_alive(record["pid"])
     if record.get("slurm_job_id"):
+        if str(record["slurm_job_id"]) == os.environ.get("SLURM_JOB_ID"):
+            return True  # this SLURM job's own earlier run on another node: requeued (preempted), it keeps its id
         return _slurm_job_gone(str(record["slurm_job_id"]))
     return False  # another host's process, with no way to ask whether it is alive
 
