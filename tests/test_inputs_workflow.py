@@ -61,16 +61,16 @@ def test_an_edited_input_or_another_clones_settings_rerun_exactly_what_depends_o
     assert planned(*config) == {}
 
     # Another clone (its own .snakemake/, which knows nothing of these outputs) with another learning rate, pointed
-    # at the same results folder: its training re-runs rather than it reporting this clone's numbers, and back here
-    # the same holds the other way.
+    # at the same results folder: its training re-runs rather than it reporting this clone's numbers (its dry run
+    # changes nothing here; once it ran, the records say what made the arms: tests/test_records.py).
     clone = tmp_path / "clone"
     clone.mkdir()
     other = (*targets, "--directory", str(clone), "-s", str(ROOT / "Snakefile"),
              "--configfile", str(local_config(tmp_path, model, learning_rate=5e-3)))
     jobs = planned(*other)
-    assert jobs == planned(*config) and jobs["train"] == jobs["evaluate"] == 2
+    assert jobs["train"] == jobs["evaluate"] == 2
     assert not {"prepare", "score", "select", "evaluate_base"} & set(jobs)
-    snakemake(*config)
+    assert planned(*config) == {}  # its dry run wrote nothing: what this clone made is still its own
 
     # An edited model folder: everything that loads the model, not the data.
     cfg = json.loads((model / "config.json").read_text())

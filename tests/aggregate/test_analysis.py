@@ -306,7 +306,7 @@ def test_tiny_workflow_tables_figures_and_report(tiny_run, tmp_path):
         assert (results / f"tables/{table}.md").exists() and (results / f"tables/{table}.html").exists()
     assert not (results / "tables/ood.csv").exists()  # the tiny config lists no out-of-distribution sets
     learn = pd.read_csv(results / "tables/learnable.csv")
-    assert set(learn["policy"]) == {"hard", "random", "full"} and (learn["window_steps"] == 3).all()  # the default
+    assert set(learn["policy"]) == {"hard", "random", "full"} and (learn["window_steps"] == 1).all()  # the default: step 1
 
     # one table alone, from cached upstream outputs: only its own job runs
     (results / "tables/learnable.csv").unlink()
