@@ -50,6 +50,7 @@ def moved(tiny_run, tmp_path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.tiny_reader
 def test_a_moved_folder_reruns_nothing_and_other_configs_change_nothing_it_decides(moved, tmp_path):
     args = ("-n", "--configfile", str(TINY), "--config", f"results={moved}")
     assert planned(snakemake(*args)) == {}  # moved: nothing re-runs (paths are recorded relative to the folder)
@@ -76,6 +77,7 @@ def test_a_moved_folder_reruns_nothing_and_other_configs_change_nothing_it_decid
 
 
 @pytest.mark.slow
+@pytest.mark.tiny_reader
 def test_unknown_records_and_missing_outputs_rerun_with_a_line_saying_why(moved, tiny_run):
     args = ("-n", "--configfile", str(TINY), "--config", f"results={moved}")
     shutil.rmtree(moved / "provenance" / "train")
