@@ -254,7 +254,6 @@ def test_tiny_sweep_scores_and_selects_once_and_trains_and_evaluates_each_varian
 
 
 @pytest.mark.slow
-@pytest.mark.tiny_reader
 def test_tiny_sweep_end_to_end_then_a_third_value_runs_only_its_jobs(tiny_run, tmp_path):
     # the tiny config's pool, test set, base model, scores, base evaluation and the two arms' subsets: the sweep's
     # are the same (which jobs a fresh sweep plans: the test above); verify checks the sweep's arms only, so it runs

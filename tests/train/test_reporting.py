@@ -82,7 +82,6 @@ def test_wandb_is_offline_in_the_run_folder_and_refused_when_missing(tmp_path, m
 
 
 @pytest.mark.slow
-@pytest.mark.tiny_reader
 def test_each_trained_arm_of_the_tiny_config_writes_its_own_events(tiny_run, tmp_path):
     """The tiny config with report_to: tensorboard, through Snakemake up to training: one event folder per arm. Its
     pool, test set and base model are the session's tiny run's, copied, so that the model is not trained again."""
