@@ -141,7 +141,7 @@ def test_a_grid_ten_times_difficulty_limits_builds_and_aggregates_read_a_file(tm
     assert out.returncode == 0, out.stderr[-2000:]
     assert not (tmp_path / "r").exists()  # a dry run writes nothing: the run writes the listing, in its lock
     validated = config.load(path)
-    listing_path, text = plan.listing_file(validated)
+    listing_path, text = plan.listing_file(plan.listing(validated), validated["results"])
     Path(listing_path).parent.mkdir(parents=True)
     Path(listing_path).write_text(text)
     assert len(plan.Listing.read(listing_path).runs) == 10 * 54

@@ -102,7 +102,7 @@ def take(path: Path, in_use: Callable[[dict | None], str]) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise UserError(f"{path.parent}: cannot write here ({e.strerror}): a run needs a writable results folder") from None
+        raise _unwritable(path.parent, e) from None
     for _ in range(3):
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -118,12 +118,15 @@ def take(path: Path, in_use: Callable[[dict | None], str]) -> Path:
             path.unlink(missing_ok=True)  # its holder is gone
             continue
         except PermissionError as e:
-            raise UserError(f"{path.parent}: cannot write here ({e.strerror}): a run needs a writable results "
-                            "folder") from None
+            raise _unwritable(path.parent, e) from None
         with os.fdopen(fd, "w") as f:
             json.dump(me, f)
         return path
     raise UserError(f"{path}: could not take the lock (it kept changing); run again")
+
+
+def _unwritable(folder: Path, e: OSError) -> UserError:
+    return UserError(f"{folder}: cannot write here ({e.strerror}): a run needs a writable results folder")
 
 
 def release(results: str | os.PathLike) -> None:

@@ -39,9 +39,9 @@ except UserError as e:
     raise WorkflowError(f"memory plan: {e}") from None
 
 P = plan.config_paths(config)  # with a `sweep:`, training and evaluation outputs have a {variant} level
-# The run listing the aggregate jobs read: its path and text now, the file written by the listing job (in the lock).
-LISTING, LISTING_TEXT = plan.listing_file(config)
+# The run listing the aggregate jobs read: its path and text now, the file written in onstart (inside the lock).
 LISTED = plan.listing(config)
+LISTING, LISTING_TEXT = plan.listing_file(LISTED, config["results"])
 NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 
 
@@ -54,7 +54,7 @@ def benchmark_file(rule):
     return P.benchmark.format(rule=log_folder(rule), name=job_pattern(config, rule))
 
 
-RECORDS = {}  # (rule, job name) -> (record path, the record its job would write now)
+RECORDS = {}  # (rule, job name) -> (record path, the record its job would write now, its input paths)
 
 
 def job_record(rule, wildcards):
@@ -64,8 +64,7 @@ def job_record(rule, wildcards):
     name = job_name(config, rule, wc)
     if (rule, name) not in RECORDS:
         r = workflow.get_rule(rule)
-        params = {k: v(wildcards) if callable(v) else apply_wildcards(v, wildcards) if isinstance(v, str) else v
-                  for k, v in r.params.items() if k != "record"}
+        params = {k: _value(v, wildcards) for k, v in r.params.items() if k != "record"}
         inputs = [str(f) for k, v in r.input._allitems() if k != "provenance" for f in _evaluated(v, wildcards)]
         files = provenance.files_read(config, rule, wc, bool(get_model_input(wildcards)) if "model" in wc else True)
         path = os.path.abspath(P.provenance.format(rule=rule, name=name))
@@ -73,8 +72,13 @@ def job_record(rule, wildcards):
     return RECORDS[rule, name]
 
 
+def _value(item, wildcards):
+    """A rule's input or param item at ``wildcards``: a function called, a pattern filled."""
+    return item(wildcards) if callable(item) else apply_wildcards(item, wildcards) if isinstance(item, str) else item
+
+
 def _evaluated(item, wildcards):
-    value = item(wildcards) if callable(item) else apply_wildcards(item, wildcards) if isinstance(item, str) else item
+    value = _value(item, wildcards)
     return [value] if isinstance(value, str) else list(value)
 
 

@@ -299,13 +299,13 @@ def subsets_of(config: dict, model: str, dataset: str) -> list[str]:
     return [p.subset.format(**r) for r in grid(config) if (r["model"], r["dataset"]) == (model, dataset)]
 
 
-def listing_file(config: dict) -> tuple[str, str]:
-    """The listing file's path and text (the listing job writes it, inside the run's lock). Paths under the results
-    folder read ``{results}/...`` (a moved folder keeps it); the name is a hash of the text: a changed plan gets a
-    new file, and the aggregate jobs that read it re-run."""
-    text = relative(listing(config).to_json(), config["results"]) + "\n"
+def listing_file(lst: Listing, results: str) -> tuple[str, str]:
+    """The listing file's path and text (a run writes it, inside its lock). Paths under the ``results`` folder read
+    ``{results}/...`` (a moved folder keeps it); the name is a hash of the text: a changed plan gets a new file, and
+    the aggregate jobs that read it re-run."""
+    text = relative(lst.to_json(), results) + "\n"
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
-    return paths(config["results"]).listing.format(digest=digest), text
+    return paths(results).listing.format(digest=digest), text
 
 
 # File roles an output reads (grpo_budget.aggregate.outputs.Output.reads).

@@ -91,15 +91,14 @@ def compare(path: str | os.PathLike, want: dict) -> Verdict:
         return Verdict(False, "no record of what made its outputs")
     except (OSError, ValueError):
         return Verdict(False, "its record is unreadable")
-    if not isinstance(old, dict) or old.get("digest") != want["digest"]:
-        if not isinstance(old, dict):
-            return Verdict(False, "its record is unreadable")
-        parts = [k for k in ("settings", "inputs", "files") if old.get(k) != want[k]]
-        if "settings" in parts and isinstance(old.get("settings"), dict):
-            keys = changed(old["settings"], want["settings"])
-            parts[parts.index("settings")] = f"settings ({', '.join(keys)})"
-        return Verdict(False, f"made with other {', '.join(parts) or 'records'}")
-    return Verdict(True)
+    if not isinstance(old, dict):
+        return Verdict(False, "its record is unreadable")
+    if old.get("digest") == want["digest"]:
+        return Verdict(True)
+    parts = [k for k in ("settings", "inputs", "files") if old.get(k) != want[k]]
+    if "settings" in parts and isinstance(old.get("settings"), dict):
+        parts[parts.index("settings")] = f"settings ({', '.join(changed(old['settings'], want['settings']))})"
+    return Verdict(False, f"made with other {', '.join(parts) or 'records'}")
 
 
 def changed(old: dict, new: dict, prefix: str = "") -> list[str]:
