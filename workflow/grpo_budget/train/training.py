@@ -47,7 +47,8 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
     labels = labels_bought(subset)
     subset = subset[SUBSET_COLUMNS]
     args = grpo_config(t, checkpoint_dir, seed, on_gpu, n_items=len(subset))
-    args.top_k = effective_top_k(t.top_k, model_top_k(model_path))  # null: as scoring's transformers backend
+    if t.top_k is None:  # as scoring's null: the model's generation_config value, else transformers' 50
+        args.top_k = effective_top_k(None, model_top_k(model_path))
     check_trainable(len(subset), args, t, subset_path)
     _, planned = schedule(len(subset), t, prompts_per_generation(args))  # args.max_steps is its first part
     record = fingerprint(subset, model_path, t, dataset, seed)
