@@ -17,6 +17,7 @@ from grpo_budget.experiment.schema_file import SCHEMA_PATH, raw, section_schema
 from grpo_budget.prepare.benchmarks import BENCHMARKS
 from grpo_budget.prepare.splits import GENERATORS
 from grpo_budget.select.policies import arm_names
+from grpo_budget.train.methods import GUIDE_WHEN, METHODS, RESAMPLE_RULES
 
 __all__ = ["SCHEMA_PATH", "ConfigError", "check", "fill", "fill_top", "load_schema", "section_schema"]
 
@@ -33,6 +34,9 @@ REGISTRY_ENUMS = {
     ("policies", "*"): arm_names,
     ("datasets", "*", "benchmark"): lambda: list(BENCHMARKS),
     ("datasets", "*", "generator"): lambda: list(GENERATORS),
+    ("training", "method"): lambda: list(METHODS),
+    ("training", "codapo_resample"): lambda: list(RESAMPLE_RULES),
+    ("training", "guidance_when"): lambda: list(GUIDE_WHEN),
 }
 
 

@@ -70,6 +70,18 @@ class Training:
     dtype: str = "auto"  # the model's (models.NAME.dtype)
     device: str | None = None  # the config's (cuda requires a usable GPU); None: what the machine has (library use)
     vllm_max_model_length: int | None = None  # the memory plan's (prompt + completion), on cuda
+    method: str = "grpo"  # grpo_budget.train.methods: the settings below belong to one method each
+    codapo_weight_offset: float = 0.1
+    codapo_resample_share: float = 0.25
+    codapo_repeats: int = 4
+    codapo_resample: str = "top"
+    guidance_fraction: float = 0.5
+    guidance_when: str = "failed"
+
+    def method_settings(self) -> dict:
+        """The settings of this run's method (``codapo_*`` or ``guidance_*``), by name."""
+        prefix = {"codapo": "codapo_", "guided": "guidance_"}.get(self.method)
+        return {k: v for k, v in vars(self).items() if prefix and k.startswith(prefix)}
 
     @classmethod
     def from_dict(cls, values: dict | None) -> "Training":

@@ -16,12 +16,9 @@ import math
 
 import numpy as np
 
-LEFT_PADDED = {"prompt_ids": "pad", "prompt_mask": 0}
-RIGHT_PADDED = {"completion_ids": "pad", "completion_mask": 0, "old_per_token_logps": 0.0,
-                "sampling_per_token_logps": 0.0, "ref_per_token_logps": 0.0, "importance_sampling_ratio": 0.0,
-                "tool_mask": 1}
-ROWS = {"advantages"}
-RECOUNTED = {"num_items_in_batch"}  # tokens of the loss, recomputed over the kept rows
+from grpo_budget.train import methods
+from grpo_budget.train.batches import take_rows
+
 
 
 def mixed_groups(advantages, group_size: int) -> list[bool]:
@@ -60,52 +57,27 @@ def batch_groups(mixed: list[list[bool]], need: int) -> tuple[list[tuple[int, in
     return sorted(chosen + fill), len(fill)
 
 
-def _pad(t, width: int, value, left: bool):
-    import torch
-
-    if t.shape[1] == width:
-        return t
-    pad = torch.full((t.shape[0], width - t.shape[1]), value, dtype=t.dtype, device=t.device)
-    return torch.cat([pad, t] if left else [t, pad], dim=1)
-
-
-def take_rows(outputs: list[dict], rows: list[tuple[int, list[int]]], pad_id: int) -> dict:
-    """One generation batch from rows of several: ``rows`` lists (output index, row indices); padded tensors are
-    re-padded to the widest (prompts on the left, completions on the right). ``num_items_in_batch`` is left to the
-    caller (it spans processes)."""
-    import torch
-
-    keys = set(outputs[0])
-    unknown = keys - set(LEFT_PADDED) - set(RIGHT_PADDED) - ROWS - RECOUNTED
-    if unknown:
-        raise ValueError(f"dynamic sampling handles text-only batches; this one also has {sorted(unknown)}")
-    out = {}
-    for key in keys - RECOUNTED:
-        parts = [outputs[i][key][idx] for i, idx in rows]
-        if key in ROWS or parts[0].dim() == 1:
-            out[key] = torch.cat(parts)
-            continue
-        left = key in LEFT_PADDED
-        value = (LEFT_PADDED if left else RIGHT_PADDED)[key]
-        value = pad_id if value == "pad" else value
-        width = max(p.shape[1] for p in parts)
-        out[key] = torch.cat([_pad(p, width, value, left) for p in parts])
-    return out
-
-
 def trainer_class():
-    """``GRPOTrainer`` with dynamic sampling and rollout counts (built on first use: TRL is heavy to import)."""
+    """``GRPOTrainer`` with dynamic sampling, the training methods and rollout counts (built on first use: TRL is
+    heavy to import)."""
     from trl import GRPOTrainer
 
-    class Trainer(GRPOTrainer):
-        """``dynamic``: whether to filter; ``max_rounds``: extra generation rounds per step; ``seed``: the run's."""
+    from grpo_budget.train import method_hooks
 
-        def __init__(self, *args, dynamic: bool = False, max_rounds: int = 0, seed: int = 0, **kwargs):
+    class Trainer(GRPOTrainer):
+        """``dynamic``: whether to filter; ``max_rounds``: extra generation rounds per step; ``seed``: the run's;
+        ``method``: ``training.method`` and its settings (``grpo_budget.train.methods``)."""
+
+        def __init__(self, *args, dynamic: bool = False, max_rounds: int = 0, seed: int = 0, method: str = "grpo",
+                     method_settings: dict | None = None, **kwargs):
             super().__init__(*args, **kwargs)
-            self.dynamic, self.max_rounds, self.refill_seed = dynamic, max_rounds, seed
-            if dynamic and self.accelerator.num_processes > 1:
-                raise ValueError("training.dynamic_sampling runs on one process: TRL spreads a prompt's group "
-                                 "over processes, so groups cannot be dropped locally")
+            self.dynamic, self.max_rounds, self.refill_seed, self.method = dynamic, max_rounds, seed, method
+            for key, value in (method_settings or {}).items():
+                setattr(self, key, value)
+            self.step_counts: dict = {}
+            if (dynamic or method != "grpo") and self.accelerator.num_processes > 1:
+                raise ValueError("training.dynamic_sampling and training.method other than grpo run on one process: "
+                                 "TRL spreads a prompt's group over processes, so groups cannot be changed locally")
 
         def _save(self, output_dir=None, state_dict=None):
             # Every reader (resume, evaluation, vLLM's adapters) takes the tokenizer from the base model's folder:
@@ -116,10 +88,36 @@ def trainer_class():
             finally:
                 self.processing_class = processing_class
 
+        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+            rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+            self.last_rewards = rewards  # every process's rows; the methods run on one process
+            return rewards
+
+        def _scored(self, inputs):
+            """TRL's generation and scoring of ``inputs``, with each row's correctness and item, counted."""
+            import torch
+
+            out = super()._generate_and_score_completions(inputs)
+            names = list(self.reward_func_names)
+            column = names.index("correct") if "correct" in names else 0
+            out["correct"] = (self.last_rewards[:, column] >= 1).float().to(out["advantages"].device)
+            out["item"] = torch.tensor([int(x.get("item", -1)) for x in inputs], device=out["advantages"].device)
+            self.step_counts["rollouts"] += len(inputs)
+            self.step_counts["tokens"] += int(out["completion_mask"].sum())
+            return out
+
+        def _rollouts(self, inputs):
+            out = self._scored(inputs)
+            if self.method == "guided":
+                out = method_hooks.guide(self, inputs, out, self._scored)
+            return out
+
         def _generate_and_score_completions(self, inputs):
-            first = super()._generate_and_score_completions(inputs)
             if not self.model.training:
-                return first
+                return super()._generate_and_score_completions(inputs)
+            self.step_counts = {"rollouts": 0, "tokens": 0, "guided_groups": 0, "guided_items": [],
+                                "codapo_items": []}
+            first = self._rollouts(inputs)
             g = self.num_generations
             outputs, mixed = [first], [mixed_groups(first["advantages"].cpu(), g)]
             need = len(inputs) // g
@@ -134,30 +132,35 @@ def trainer_class():
                                        round_)
                 used |= set(items)
                 batch = [self.train_dataset[i] for i in items for _ in range(g)]
-                outputs.append(super()._generate_and_score_completions(batch))
+                outputs.append(self._rollouts(batch))
                 mixed.append(mixed_groups(outputs[-1]["advantages"].cpu(), g))
-            generated = sum(map(len, mixed)) * g
-            tokens = sum(int(o["completion_mask"].sum()) for o in outputs)
+            pad_id = method_hooks.pad_id(self)
             if self.dynamic:
                 groups, filled = batch_groups(mixed, need)
                 by_round: dict[int, list[int]] = {}
                 for r, k in groups:
                     by_round.setdefault(r, []).extend(range(k * g, (k + 1) * g))
-                pad_id = getattr(self, "_tokenizer", self.processing_class).pad_token_id
-                batch = take_rows(outputs, sorted(by_round.items()), pad_id)
-                loss_mask = batch["completion_mask"] * batch.get("tool_mask", 1)
-                batch["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
-                kept_groups = sum(mixed[r][k] for r, k in groups)
+                batch = method_hooks.recount(self, take_rows(outputs, sorted(by_round.items()), pad_id))
             else:
-                batch, filled, kept_groups = first, 0, sum(mixed[0])
-            metrics = self._metrics["train"]
-            metrics["rollouts/generated"].append(generated)
-            metrics["rollouts/kept"].append(need * g)
-            metrics["rollouts/discarded"].append(generated - need * g)
-            metrics["rollouts/generated_tokens"].append(tokens)
+                batch, filled = first, 0
+            if self.method == "codapo":
+                batch = method_hooks.codapo(self, batch, self._rollouts)
+            counts, metrics = self.step_counts, self._metrics["train"]
+            kept_rows = len(batch["advantages"])
+            metrics["rollouts/generated"].append(counts["rollouts"])
+            metrics["rollouts/kept"].append(kept_rows)
+            metrics["rollouts/discarded"].append(counts["rollouts"] - kept_rows)
+            metrics["rollouts/generated_tokens"].append(counts["tokens"])
             metrics["rollouts/rounds"].append(len(outputs))
             metrics["rollouts/filled_groups"].append(filled)
-            metrics["rollouts/kept_mixed_share"].append(kept_groups / need)
-            return batch
+            metrics["rollouts/kept_mixed_share"].append(float(np.mean(mixed_groups(batch["advantages"].cpu(), g))))
+            if self.method == "guided":
+                metrics["guided/groups"].append(counts["guided_groups"])
+                metrics["guided/draw"].append(methods.draw_tag(counts["guided_items"]))
+            if self.method == "codapo":
+                metrics["codapo/value_mean"].append(counts["codapo_value"])
+                metrics["codapo/extra_rollouts"].append(counts["codapo_extra_rollouts"])
+                metrics["codapo/draw"].append(methods.draw_tag(counts["codapo_items"]))
+            return {k: v for k, v in batch.items() if k not in ("correct", "item")}
 
     return Trainer

@@ -29,6 +29,7 @@ from grpo_budget.train.checkpoints import (adapter_digest, checkpoints, claim_ch
                                            discard_incomplete, record_digests)
 from grpo_budget.train.dynamic import trainer_class
 from grpo_budget.train.fingerprint import fingerprint
+from grpo_budget.train.methods import METHODS, check_batch
 from grpo_budget.train.lora import check_lora_targets, lora_config, resolve_lora_targets
 from grpo_budget.train.schedule import planned_saves, prompts_per_generation, schedule
 
@@ -45,7 +46,7 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
     subset = read_parquet(subset_path)
     subset = attach_answers(subset, dataset, str(subset_path))
     labels = labels_bought(subset)
-    subset = subset[SUBSET_COLUMNS]
+    subset = subset[SUBSET_COLUMNS + solution_column(subset, t, dataset, subset_path)]
     args = grpo_config(t, checkpoint_dir, seed, on_gpu, n_items=len(subset))
     if t.top_k is None:  # as scoring's null: the model's generation_config value, else transformers' 50
         args.top_k = effective_top_k(None, model_top_k(model_path))
@@ -103,6 +104,7 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
             "answer": [str(a) for a in subset["answer"]],
             "answer_type": list(subset["answer_type"]),
             "item": list(range(len(subset))),  # dynamic sampling's refills leave out the prompts of their step
+            **({"solution": [str(s) for s in subset["solution"]]} if "solution" in subset else {}),
         }
     )
     grader = schema.fill(("datasets", "*", "grading"), dataset.get("grading", {}))
@@ -128,6 +130,8 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
             dynamic=t.dynamic_sampling,
             max_rounds=t.dynamic_max_rounds,
             seed=int(args.seed),
+            method=t.method,
+            method_settings=t.method_settings(),
         )
         if t.report_to != "none":
             trainer.callback_handler.callbacks.insert(0, learnable_share())
@@ -153,6 +157,21 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
     return trainer.state.log_history, final_step
 
 
+def solution_column(subset: pd.DataFrame, t: Training, dataset: dict, subset_path) -> list[str]:
+    """``["solution"]`` when the run's method reads reference solutions (``guided``), which every selected item must
+    have; else ``[]``."""
+    if not METHODS[t.method].needs_solutions:
+        return []
+    has = subset["solution"].map(lambda s: isinstance(s, str) and bool(s.strip())) if "solution" in subset else None
+    if has is None or not has.all():
+        name = dataset.get("benchmark") or dataset.get("generator") or "this dataset"
+        lacking = len(subset) if has is None else int((~has).sum())
+        raise UserError(f"training.method is {t.method}, which needs a reference solution per item, but {lacking} "
+                        f"of {len(subset)} items of {subset_path} ({name}) have none: map a solution field "
+                        "(spec: {fields: {solution: COLUMN}}) or use another training.method")
+    return ["solution"]
+
+
 def load_dtype(dtype: str, bf16: bool):
     """The dtype the policy is loaded in: the model's (``models.NAME.dtype``), or with ``auto`` bfloat16 where
     training runs in bf16 and float32 otherwise (CPU)."""
@@ -174,6 +193,11 @@ def check_trainable(n_items: int, args, t: Training, subset_path: str | Path) ->
         )
     if int(t.max_steps) < 1:
         raise UserError(f"training.max_steps is {t.max_steps}: set it to 1 or more")
+    if t.method == "codapo":
+        why = check_batch(int(t.prompts_per_step), int(t.num_generations), int(args.steps_per_generation),
+                          t.codapo_resample_share, t.codapo_repeats)
+        if why:
+            raise UserError(why)
 
 
 def grpo_config(t: Training, out_dir: Path, seed: int, on_gpu: bool, n_items: int | None = None):
