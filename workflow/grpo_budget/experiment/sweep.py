@@ -40,6 +40,7 @@ PREFIX = {
     "training.lora.target_modules": "",
     "training.lora.layers": "layers",
     "training.dynamic_sampling": "dynamic-",
+    "training.method": "",
 }
 # How a swept setting is labelled on a figure's axis.
 LABEL = {
@@ -50,6 +51,7 @@ LABEL = {
     "training.lora.target_modules": "LoRA target modules",
     "training.lora.layers": "LoRA layers",
     "training.dynamic_sampling": "dynamic sampling",
+    "training.method": "training method",
 }
 
 

@@ -1,0 +1,263 @@
+"""Training methods (training.method): CoDaPO's values, weights and draws, and guided rollouts' guidance and
+importance ratio, with known answers; then the trainer for real on the tiny model."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from grpo_budget.errors import UserError
+from grpo_budget.experiment.settings import Training
+from grpo_budget.prepare import framearith
+from grpo_budget.train import dynamic, method_hooks, methods, training
+from grpo_budget.train.fingerprint import trajectory_settings
+
+# --- the math, by hand ------------------------------------------------------------------------------------------------
+
+
+def test_codapo_values_on_hand_made_groups():
+    """v = c (1 - 4 (d - 1/2)^2) + 0.1 with d = 1 - accuracy and c = exp(mean log-prob)."""
+    correct = [[1, 1, 1, 1], [0, 0, 0, 0], [1, 1, 0, 0], [1, 0, 0, 0]]
+    logps = [[math.log(0.5)] * 4] * 4
+    v = methods.codapo_values(correct, logps, offset=0.1)
+    np.testing.assert_allclose(v, [0.1, 0.1, 0.5 * 1.0 + 0.1, 0.5 * 0.75 + 0.1])
+    # confidence: the mean of the rollouts' mean log-probs, then exp (not the mean of probabilities)
+    v = methods.codapo_values([[1, 0]], [[math.log(0.25), math.log(1.0)]], offset=0.0)
+    np.testing.assert_allclose(v, [0.5])
+    # bounded in [offset, 1 + offset]
+    rng = np.random.default_rng(0)
+    v = methods.codapo_values(rng.integers(0, 2, (200, 8)), -rng.exponential(2, (200, 8)), offset=0.1)
+    assert (v >= 0.1).all() and (v <= 1.1).all()
+
+
+def test_the_top_rule_takes_the_highest_values_and_breaks_ties_by_a_seeded_order():
+    v = [0.1, 0.9, 0.5, 0.9, 0.2]
+    assert methods.resample(v, 1, "top", seed=0, step=3) in ([1], [3])
+    assert methods.resample(v, 3, "top", seed=0, step=3) == [1, 2, 3]
+    ties = {tuple(methods.resample(v, 1, "top", seed=s, step=1)) for s in range(20)}
+    assert ties == {(1,), (3,)}  # either tied question, by the seed
+    assert methods.resample(v, 2, "top", 5, 7) == methods.resample(v, 2, "top", 5, 7)
+    assert methods.resample_count(8, 0.25) == 2 and methods.resample_count(3, 0.1) == 1
+
+
+def test_the_value_rule_draws_with_the_stated_probabilities():
+    v = [0.1, 0.2, 0.3, 0.4]
+    np.testing.assert_allclose(methods.resample_probabilities(v), [0.1, 0.2, 0.3, 0.4])
+    picks = np.concatenate([methods.resample(v, 50, "value", seed=0, step=s) for s in range(400)])
+    counts = np.bincount(picks, minlength=4)
+    expected = np.array([0.1, 0.2, 0.3, 0.4]) * len(picks)
+    chi2 = ((counts - expected) ** 2 / expected).sum()
+    assert chi2 < 16.3  # chi-square, 3 degrees of freedom, p = 0.001
+    assert methods.resample(v, 5, "value", 1, 2) == methods.resample(v, 5, "value", 1, 2)  # seeded: same draw
+    with pytest.raises(ValueError, match="allowed: top, value"):
+        methods.resample(v, 1, "best", 0, 0)
+
+
+def test_guidance_is_a_prefix_of_the_solution_that_leaves_the_answer():
+    assert methods.guidance("2 2 1 6 9 3 = 3", 0.5) == "2 2 1 6"
+    assert methods.guidance("2 2 1 6 9 3 = 3", 1.0) == "2 2 1 6 9 3"  # never the last two words
+    assert methods.guidance("5 = 5", 0.9) == "5"
+    assert methods.guidance("5 = 5", 0.0) == ""
+    assert method_hooks.guided_prompt("+5 ?", "5", None, None) == "+5 ? 5"
+    assert method_hooks.guided_prompt("+5 ?", "", None, None) == "+5 ?"
+
+
+def test_guidance_goes_where_configured():
+    correct = [[0, 0, 0], [0, 1, 0], [0, 0, 0], [1, 1, 1]]
+    assert methods.guided_groups(correct, "failed") == [0, 2]
+    assert methods.guided_groups(correct, "always") == [0, 1, 2, 3]
+
+
+def test_codapo_batches_must_split_into_the_micro_batches():
+    assert methods.check_batch(8, 8, 1, 0.25, 4) is None
+    assert methods.check_batch(8, 4, 2, 0.25, 4) is None
+    assert "codapo_repeats" in methods.check_batch(6, 3, 2, 0.2, 1)  # 1 question x 1 x 3 rollouts over 2
+
+
+def test_method_settings_reach_the_fingerprint_only_for_their_method():
+    assert trajectory_settings(Training.from_dict({})) == trajectory_settings(Training.from_dict({"method": "grpo",
+                                                                                                   "guidance_fraction": 0.3}))
+    codapo = trajectory_settings(Training.from_dict({"method": "codapo"}))
+    assert codapo["method"] == "codapo" and codapo["codapo_repeats"] == 4 and "guidance_fraction" not in codapo
+    guided = trajectory_settings(Training.from_dict({"method": "guided", "guidance_fraction": 0.3}))
+    assert guided["guidance_fraction"] == 0.3 and "codapo_repeats" not in guided
+
+
+def test_a_dataset_without_solutions_is_refused_in_one_line_naming_it():
+    subset = pd.DataFrame({"prompt": ["q"], "answer": ["1"], "answer_type": ["number"]})
+    t = Training.from_dict({"method": "guided"})
+    with pytest.raises(UserError, match=r"^training.method is guided.*1 of 1 items of s.parquet \(gsm8k\)") as e:
+        training.solution_column(subset, t, {"benchmark": "gsm8k"}, "s.parquet")
+    assert "\n" not in str(e.value)
+    with pytest.raises(UserError, match="1 of 2 items"):
+        training.solution_column(subset.assign(solution=["x"]).pipe(lambda d: pd.concat([d, d.assign(solution="")])),
+                                 t, {"generator": "frame_arithmetic"}, "s.parquet")
+    assert training.solution_column(subset, Training.from_dict({"method": "codapo"}), {}, "s") == []
+
+
+# --- the trainer for real ---------------------------------------------------------------------------------------------
+
+G, PROMPTS = 4, 4
+ITEMS = framearith.generate(12, 0, width=4, min_ops=1, max_ops=4)
+
+
+def correct(completions, item, **kwargs):
+    """Odd items always fail (their groups are all-failed); even items pass by the completion's length parity."""
+    return [float(len(c) % 2) if i % 2 == 0 else 0.0 for c, i in zip(completions, item)]
+
+
+def make_trainer(tmp_path, model_dir, method: str, max_steps: int = 2, record=None, **settings):
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+
+    from grpo_budget.generation.backends import load_tokenizer
+    from grpo_budget.train.lora import lora_config
+
+    t = Training.from_dict({"num_generations": G, "prompts_per_step": PROMPTS, "max_steps": max_steps,
+                            "save_steps": 1, "max_completion_length": settings.pop("length", 6),
+                            "learning_rate": 1e-2, "method": method, **settings,
+                            "lora": {"r": 2, "alpha": 4, "target_modules": ["q_proj", "v_proj"]}})
+    args = training.grpo_config(t, tmp_path / "ck", seed=0, on_gpu=False)
+    data = Dataset.from_dict({"prompt": list(ITEMS["prompt"]), "item": list(range(len(ITEMS))),
+                              "solution": list(ITEMS["solution"])})
+    base = dynamic.trainer_class()
+
+    class Recording(base):
+        def _scored(self, inputs):
+            out = super()._scored(inputs)
+            if record is not None:  # with the rollouts' mean log-probs under the weights that generated them
+                record.append(("scored", [x["prompt"] for x in inputs], out["correct"].clone(), dict(out),
+                               _mean_logps(self, out)))
+            return out
+
+        def _generate_and_score_completions(self, inputs):
+            out = super()._generate_and_score_completions(inputs)
+            if record is not None and self.model.training:
+                record.append(("batch", [x["prompt"] for x in inputs], None, out, None))
+            return out
+
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir))
+    return Recording(model=model, reward_funcs=correct, args=args, train_dataset=data,
+                     processing_class=load_tokenizer(str(model_dir)),
+                     peft_config=lora_config(t.lora, ["q_proj", "v_proj"], None), seed=0, method=t.method,
+                     method_settings=t.method_settings())
+
+
+def step_log(trainer) -> pd.DataFrame:
+    return pd.DataFrame(trainer.state.log_history).dropna(subset=["rollouts/generated"]).set_index("step")
+
+
+def test_guided_rollouts_go_to_failed_groups_with_the_solutions_prefix(tmp_path, tiny_model_dir):
+    record = []
+    trainer = make_trainer(tmp_path, tiny_model_dir, "guided", max_steps=2, record=record)
+    trainer.train()
+    steps = [i for i, r in enumerate(record) if r[0] == "batch"]
+    start = 0
+    for end in steps:
+        calls = record[start:end]
+        first_prompts, first_correct = calls[0][1], calls[0][2].view(-1, G)
+        failed = [k for k in range(PROMPTS) if first_correct[k].max() == 0]
+        guided = calls[1][1] if len(calls) > 1 else []
+        by_prompt = dict(zip(ITEMS["prompt"], ITEMS["solution"]))
+        want = [f"{first_prompts[k * G]} {methods.guidance(by_prompt[first_prompts[k * G]], 0.5)}"
+                for k in failed for _ in range(G)]
+        assert guided == want  # exactly the failed groups, each with its own solution's prefix
+        start = end + 1
+    log = step_log(trainer)
+    assert (log["guided/groups"] > 0).all()  # odd items always fail: every step guides some group
+    assert (log["rollouts/generated"] == G * PROMPTS + G * log["guided/groups"]).all()
+    assert (log["rollouts/kept"] == G * PROMPTS).all()
+
+
+def test_the_importance_ratio_of_a_guided_rollout_by_hand(tmp_path, tiny_model_dir):
+    """A two-token completion c generated after q + g is trained on q: its old log-probs are those of c after
+    q + g, and the ratio the loss starts from is exp(log pi(c | q) - log pi(c | q, g)), computed here from the
+    model's logits by hand."""
+    import torch
+
+    record = []
+    trainer = make_trainer(tmp_path, tiny_model_dir, "guided", max_steps=1, record=record, length=2)
+    model, tok = trainer.model, trainer.processing_class
+
+    def by_hand(prompt: str, completion: list[int]) -> list[float]:
+        ids = tok(text=prompt)["input_ids"]
+        with torch.no_grad():
+            logits = model(torch.tensor([ids + completion])).logits[0].float()
+        logp = torch.log_softmax(logits, -1)
+        return [float(logp[len(ids) - 1 + t, completion[t]]) for t in range(len(completion))]
+
+    checked = []
+
+    class Check(type(trainer)):
+        def _generate_and_score_completions(self, inputs):
+            out = super()._generate_and_score_completions(inputs)
+            solutions = dict(zip(ITEMS["prompt"], ITEMS["solution"]))
+            guided_calls = [r for r in record if r[0] == "scored"][1:]
+            guided_prompts = set(guided_calls[0][1]) if guided_calls else set()
+            by_ids = {tuple(tok(text=p)["input_ids"]): p for p in ITEMS["prompt"]}
+            for row in range(len(out["advantages"])):
+                n_prompt = int(out["prompt_mask"][row].sum())
+                prompt = by_ids[tuple(out["prompt_ids"][row, -n_prompt:].tolist())]
+                c = out["completion_ids"][row][out["completion_mask"][row].bool()].tolist()
+                guided = f"{prompt} {methods.guidance(solutions[prompt], 0.5)}"
+                if guided not in guided_prompts or len(c) != 2:
+                    continue
+                old = out["old_per_token_logps"][row, :2].tolist()
+                np.testing.assert_allclose(old, by_hand(guided, c), atol=1e-5)  # pi_old(c | q, g)
+                now = self._get_per_token_logps_and_entropies(
+                    self.model, torch.cat([out["prompt_ids"][row:row + 1], out["completion_ids"][row:row + 1]], 1),
+                    torch.cat([out["prompt_mask"][row:row + 1], out["completion_mask"][row:row + 1]], 1), 2)[0]
+                ratio = math.exp(sum(by_hand(prompt, c)) - sum(by_hand(guided, c)))
+                assert math.exp(float(now[0, :2].sum()) - sum(old)) == pytest.approx(ratio, rel=1e-4)
+                checked.append(ratio)
+            return out
+
+    trainer.__class__ = Check
+    trainer.train()
+    assert checked and any(abs(r - 1) > 1e-3 for r in checked)  # the guidance changed the probabilities
+
+
+def test_codapo_scales_each_group_by_its_value_and_adds_the_top_groups_rollouts(tmp_path, tiny_model_dir):
+    record = []
+    trainer = make_trainer(tmp_path, tiny_model_dir, "codapo", max_steps=2, record=record,
+                           codapo_resample_share=0.5, codapo_repeats=1)
+    trainer.train()
+    log = step_log(trainer)
+    extra = methods.resample_count(PROMPTS, 0.5) * 1 * G
+    assert (log["codapo/extra_rollouts"] == extra).all()
+    assert (log["rollouts/generated"] == G * PROMPTS + extra).all() and (log["rollouts/kept"] == G * PROMPTS + extra).all()
+    scored = [r for r in record if r[0] == "scored"]
+    batches = [r for r in record if r[0] == "batch"]
+    first, top_up, batch = scored[0][3], scored[1][3], batches[0][3]
+    values = methods.codapo_values(first["correct"].view(-1, G).numpy(), scored[0][4], 0.1)
+    picks = methods.resample(values, 2, "top", 0, 0)
+    assert sorted(set(top_up["item"].tolist())) == sorted(int(first["item"][p * G]) for p in picks)
+    assert len(batch["advantages"]) == G * PROMPTS + extra
+    # the step's own groups come first, scaled by their values (a row of zero advantage stays zero)
+    scaled = batch["advantages"][: G * PROMPTS].view(-1, G)
+    raw = first["advantages"].view(-1, G)
+    for k in range(PROMPTS):
+        if raw[k].abs().sum() > 0:
+            np.testing.assert_allclose((scaled[k] / raw[k])[raw[k] != 0].numpy(), values[k], rtol=1e-4)
+
+
+def _mean_logps(trainer, batch):
+    from grpo_budget.train.batches import completion_logps, mean_logps
+
+    return mean_logps(completion_logps(trainer, batch), batch["completion_mask"]).view(-1, G).numpy()
+
+
+@pytest.mark.parametrize("method", ["guided", "codapo"])
+def test_a_step_redone_after_a_kill_redraws_the_same_guidance_and_resamples(tmp_path, tiny_model_dir, method):
+    straight = make_trainer(tmp_path / "a", tiny_model_dir, method, max_steps=3)
+    straight.train()
+    first = make_trainer(tmp_path / "b", tiny_model_dir, method, max_steps=2)
+    first.train()
+    resumed = make_trainer(tmp_path / "b", tiny_model_dir, method, max_steps=3)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "b" / "ck" / "checkpoint-2"))
+    draw = "guided/draw" if method == "guided" else "codapo/draw"
+    cols = [draw, "rollouts/generated", "rollouts/generated_tokens", "reward"]
+    pd.testing.assert_series_equal(step_log(straight).loc[3, cols], step_log(resumed).loc[3, cols])
