@@ -11,6 +11,10 @@ Answer types
               numerically (relative tolerance 1e-6).
 ``"option"``  a multiple-choice letter ``(A)`` .. ``(G)`` (BIG-Bench Hard).
 ``"math"``    LaTeX answers compared with the ``math-verify`` package.
+``"choice"``  a labelled option (ARC's A-E or 1-4), its text counting in lenient mode
+              (:mod:`grpo_budget.generation.choices`).
+``"code"``    the completion's code run with the item's tests in a sandbox; right when every test passed
+              (:mod:`grpo_budget.generation.codegrade`; the modes do not apply).
 
 Modes
 -----
@@ -79,6 +83,7 @@ from grpo_budget.generation.extract import (
     normalize_option,
     parse_number,
 )
+from grpo_budget.generation import choices, codegrade
 from grpo_budget.generation.mathgrade import (
     MAX_MATH_CHARS,
     _base_notation,
@@ -97,7 +102,7 @@ __all__ = [
     "make_reward_function",
 ]
 
-ANSWER_TYPES = ("number", "option", "math")
+ANSWER_TYPES = ("number", "option", "math", "choice", "code")
 MODES = ("strict", "lenient", "paper")
 
 
@@ -106,6 +111,8 @@ class Grade:
     correct: bool
     format_ok: bool  # an answer could be extracted at all
     extracted: str | None
+    reason: str | None = None  # code: why it is not a pass
+    share: float | None = None  # code: the share of the item's tests passed
 
 
 _FAIL = Grade(correct=False, format_ok=False, extracted=None)
@@ -199,6 +206,10 @@ def _grade(completion: Any, gold: Any, answer_type: str, mode: str, pattern: str
         g = parse_number(gold_s)
         correct = g is not None and _numbers_equal(value, g)
         return Grade(correct, True, _format_number(value))
+    if answer_type == "choice":
+        label, options = choices.parse_gold(gold_s)
+        got, raw = choices.extract(text, options, mode, pattern)
+        return Grade(got == label, got is not None, f"({got})" if got else raw)
     if answer_type == "option":
         letter, raw = _extract_option(text, mode, pattern)
         if letter is None:
@@ -238,6 +249,8 @@ def grade(
 ) -> Grade:
     """Grade one completion against one gold answer (never raises on text)."""
     _check_args(answer_type, mode, pattern)
+    if answer_type == "code":
+        return grade_many([completion], [gold], answer_type, mode, pattern)[0]
     try:
         return _grade(completion, gold, answer_type, mode, pattern)
     except (KeyboardInterrupt, SystemExit):
@@ -257,6 +270,10 @@ def grade_many(
     _check_args(answer_type, mode, pattern)
     if len(completions) != len(golds):
         raise ValueError(f"{len(completions)} completions but {len(golds)} golds")
+    if answer_type == "code":  # every completion's run in parallel sandboxes
+        texts = [c if isinstance(c, str) else "" for c in completions]
+        return [Grade(cg.correct, cg.code is not None, cg.code, cg.reason, cg.share)
+                for cg in codegrade.grade_code_many(texts, ["" if g is None else str(g) for g in golds])]
     return [grade(c, g, answer_type, mode, pattern) for c, g in zip(completions, golds)]
 
 

@@ -1,0 +1,272 @@
+"""Run untrusted code with its tests in a sandbox: one fresh process per run, in its own namespaces.
+
+Each run is ``unshare`` (new user, network, mount and PID namespaces) → a shell that builds a private root (a
+read-only tmpfs holding only ``/usr`` read-only, four device nodes and a writable, size-capped ``/work`` tmpfs) →
+``chroot`` → ``setpriv`` (no capabilities, no new privileges) → the system Python running
+:mod:`grpo_budget.generation.sandbox_harness`, which sets the resource limits on itself before any untrusted line runs.
+So the code sees none of the user's files, no network (no interface but a down loopback), no environment but
+``PATH``/``HOME``/``LANG``, and whatever it leaves dies with its namespaces: the process group is killed at the wall
+time, and the PID namespace's end kills every process the code started. Only the harness's sentinel (a nonce the
+code cannot see, written on a pipe after the last test) proves a pass; exit codes and printed text prove nothing.
+
+Where the machine refuses user namespaces the sandbox refuses to run (:func:`problem` says why; ``grpo-budget
+doctor`` reports it). The limits and what each adversarial completion meets: docs/sandbox.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from grpo_budget.errors import UserError
+
+HARNESS = (Path(__file__).with_name("sandbox_harness.py")).read_text()
+WORKDIR = "/work"  # the code's working directory and HOME inside the sandbox
+
+# Builds the private root at $1 and runs $2 (the sandbox's Python) with the harness $3; runs as root of the new
+# user namespace, so the mounts are its own and vanish with it. No /proc: nothing of the harness's memory is exposed.
+_SETUP = r"""set -e
+R=$1
+mount -t tmpfs -o size=1m,mode=755 sandbox "$R"
+mkdir "$R/usr" "$R/dev" "$R/work"
+for l in bin lib lib64 sbin; do if [ -L "/$l" ]; then ln -s "$(readlink "/$l")" "$R/$l"; fi; done
+mount --rbind -o ro /usr "$R/usr"
+for d in null zero urandom random; do touch "$R/dev/$d"; mount --bind "/dev/$d" "$R/dev/$d"; done
+mount -t tmpfs -o "size=$4,mode=777" work "$R/work"
+mount -o remount,ro,bind "$R"
+exec chroot "$R" "$5" --no-new-privs --bounding-set=-all --inh-caps=-all -- "$2" -I -S -B -c "$3"
+"""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one run may use (docs/sandbox.md)."""
+
+    cpu_seconds: int = 5  # RLIMIT_CPU: SIGXCPU, then SIGKILL
+    wall_seconds: float = 10.0  # the process group is killed after this
+    memory_mb: int = 512  # RLIMIT_AS: allocations beyond it raise MemoryError
+    processes: int = 8  # RLIMIT_NPROC (within the run's own user namespace); fork is also refused outright
+    open_files: int = 64  # RLIMIT_NOFILE
+    file_size_mb: int = 8  # RLIMIT_FSIZE: the largest file it may write
+    disk_mb: int = 16  # the size of its /work tmpfs: everything it may write, together
+    output_kb: int = 256  # stdout + stderr together; more kills the run
+
+    def rlimits(self) -> dict[str, int]:
+        return {"RLIMIT_CPU": self.cpu_seconds, "RLIMIT_AS": self.memory_mb << 20, "RLIMIT_NPROC": self.processes,
+                "RLIMIT_NOFILE": self.open_files, "RLIMIT_FSIZE": self.file_size_mb << 20, "RLIMIT_CORE": 0}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a run proved: ``passed`` of ``total`` tests reported passing, ``done`` when the sentinel arrived."""
+
+    passed: int
+    total: int
+    done: bool
+    reason: str | None  # why it is not a full pass (None for a pass)
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.done and self.total > 0 and self.passed == self.total
+
+    @property
+    def share(self) -> float:
+        return self.passed / self.total if self.total else 0.0
+
+
+def _executable(name: str, candidates: Sequence[str]) -> str | None:
+    for c in candidates:
+        path = os.path.realpath(c) if c else ""
+        if path.startswith("/usr/") and os.access(path, os.X_OK):
+            return path  # only /usr is inside the sandbox
+    found = shutil.which(name, path="/usr/bin:/usr/sbin:/usr/local/bin")
+    return os.path.realpath(found) if found else None
+
+
+@lru_cache(maxsize=1)
+def tools() -> dict[str, str | None]:
+    """The programs a run needs: unshare, sh, chroot (outside), setpriv and a Python 3 under /usr (inside)."""
+    base = getattr(sys, "_base_executable", sys.executable)
+    return {"unshare": shutil.which("unshare"), "sh": shutil.which("sh"), "chroot": shutil.which("chroot"),
+            "mount": shutil.which("mount"), "setpriv": _executable("setpriv", ["/usr/bin/setpriv"]),
+            "python": _executable("python3", [base, "/usr/bin/python3", "/usr/local/bin/python3"])}
+
+
+@lru_cache(maxsize=1)
+def problem() -> str | None:
+    """Why code cannot run sandboxed here (None: it can); probed once per process by running one trivial test."""
+    missing = [name for name, path in tools().items() if not path]
+    if missing:
+        return f"missing {', '.join(missing)} (util-linux, coreutils and a python3 under /usr are needed)"
+    out = _run(Job("x = 1\n", ("assert x == 1",)), Limits())
+    if not out.ok:
+        return f"a trivial test did not pass in the sandbox ({out.reason})"
+    return None
+
+
+def require() -> None:
+    """Refuse (:class:`UserError`) where code cannot run sandboxed: never run it unconfined instead."""
+    why = problem()
+    if why:
+        raise UserError(f"code grading needs the sandbox (user, network, mount and PID namespaces via unshare), "
+                        f"which this machine refuses: {why}; run on a machine that allows unprivileged user "
+                        "namespaces (grpo-budget doctor checks)")
+
+
+@dataclass(frozen=True)
+class Job:
+    """Code to run, then each test (``setup`` before each) in the code's names; ``keep``: names under test that
+    may shadow a builtin (every other name that does is left out of the tests' namespace)."""
+
+    code: str
+    tests: tuple[str, ...]
+    setup: str = ""
+    keep: tuple[str, ...] = ()
+
+
+def run(job: Job, limits: Limits = Limits()) -> Outcome:
+    """Run one job in a fresh sandbox."""
+    require()
+    return _run(job, limits)
+
+
+def run_many(jobs: Sequence[Job], limits: Limits = Limits(), threads: int | None = None) -> list[Outcome]:
+    """:func:`run` over ``jobs``, ``threads`` sandboxes at a time (default: the CPUs this process may use)."""
+    require()
+    if not jobs:
+        return []
+    threads = threads or len(os.sched_getaffinity(0))
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(jobs)))) as pool:
+        return list(pool.map(lambda j: _run(j, limits), jobs))
+
+
+def _run(job: Job, limits: Limits) -> Outcome:
+    t = tools()
+    start = time.monotonic()
+    nonce = secrets.token_hex(16)
+    root = tempfile.mkdtemp(prefix="grpo-sandbox-")
+    rfd, wfd = os.pipe()
+    payload = {"nonce": nonce, "fd": wfd, "cwd": WORKDIR, "rlimits": limits.rlimits(), "code": job.code,
+               "tests": list(job.tests), "setup": job.setup, "keep": list(job.keep)}
+    env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": WORKDIR, "TMPDIR": WORKDIR, "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
+    cmd = [t["unshare"], "--user", "--map-root-user", "--net", "--mount", "--pid", "--fork", "--kill-child", "--",
+           t["sh"], "-c", _SETUP, "sandbox-setup", root, t["python"], HARNESS, f"{limits.disk_mb}m", t["setpriv"]]
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                pass_fds=(wfd,), env=env, cwd=root, start_new_session=True)
+    except BaseException:
+        os.close(rfd), os.close(wfd), os.rmdir(root)
+        raise
+    os.close(wfd)
+    cpu = 0.0
+    try:
+        output, reports, cut = _collect(proc, rfd, json.dumps(payload).encode(), start, limits)
+    finally:
+        cpu = _kill(proc)
+        os.close(rfd)
+        shutil.rmtree(root, ignore_errors=True)
+    if cut is None and cpu >= limits.cpu_seconds:
+        cut = f"used its {limits.cpu_seconds} s of CPU time (killed)"
+    return _outcome(nonce, reports, output, cut, proc.returncode, len(job.tests), limits, time.monotonic() - start)
+
+
+def _collect(proc: subprocess.Popen, rfd: int, payload: bytes, start: float, limits: Limits
+             ) -> tuple[bytes, bytes, str | None]:
+    """The run's output and reports, read with caps until both pipes close; the reason it was cut short, if so."""
+    try:
+        proc.stdin.write(payload)
+        proc.stdin.close()
+    except OSError:
+        pass  # it died before reading its job: its output says why
+    cap = limits.output_kb << 10
+    bufs = {proc.stdout.fileno(): bytearray(), rfd: bytearray()}
+    sel = selectors.DefaultSelector()
+    for fd in bufs:
+        sel.register(fd, selectors.EVENT_READ)
+    cut = None
+    try:
+        while sel.get_map() and cut is None:
+            left = limits.wall_seconds - (time.monotonic() - start)
+            if left <= 0:
+                cut = f"timed out after {limits.wall_seconds:g} s of wall time (killed)"
+                break
+            for key, _ in sel.select(timeout=left):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fd)
+                    continue
+                bufs[key.fd] += chunk
+                if len(bufs[key.fd]) > cap:
+                    cut = f"wrote more than {limits.output_kb} KiB of output (killed)"
+    finally:
+        sel.close()
+    return bytes(bufs[proc.stdout.fileno()]), bytes(bufs[rfd]), cut
+
+
+def _kill(proc: subprocess.Popen) -> float:
+    """End the run's process group (unshare's --kill-child then ends its PID namespace, and all in it); the CPU
+    seconds the run used (unshare waits for its child, so its usage includes the code's)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    except ChildProcessError:  # reaped elsewhere
+        usage = None
+    proc.wait()
+    proc.stdout.close()
+    return usage.ru_utime + usage.ru_stime if usage else 0.0
+
+
+def _outcome(nonce: str, reports: bytes, output: bytes, cut: str | None, code: int | None, total: int,
+             limits: Limits, seconds: float) -> Outcome:
+    passed, done, first = 0, False, None
+    for line in reports.decode("utf-8", "replace").splitlines():
+        head, _, rest = line.partition(" ")
+        if head != nonce:
+            continue  # not the harness's (the code can write to the pipe, but cannot know the nonce)
+        kind, _, detail = rest.partition(" ")
+        if kind == "ok":
+            passed += 1
+        elif kind == "done":
+            done = True
+        elif first is None:
+            first = {"blocked": f"blocked {detail}", "code": f"the code raised {detail} before the tests",
+                     "fail": "test " + detail.replace(" ", ": ", 1)}.get(kind, rest)
+    if done and passed == total and total and not cut:
+        return Outcome(passed, total, True, None, seconds)
+    reason = cut or first
+    if reason is None and not done:
+        reason = _death(code, output, limits)
+    return Outcome(passed, total, done and not cut, reason or "no tests", seconds)
+
+
+def _death(code: int | None, output: bytes, limits: Limits) -> str:
+    """Why a run ended without its sentinel: a signal, an early exit, or a sandbox that did not start."""
+    if code is not None and code < 0:
+        sig = signal.Signals(-code).name
+        why = f" (CPU limit {limits.cpu_seconds} s)" if sig == "SIGXCPU" else ""
+        return f"killed by {sig}{why} before the end of the tests"
+    tail = " ".join(output.decode("utf-8", "replace").split())[-200:]
+    return f"exited with code {code} before the end of the tests (no sentinel){': ' + tail if tail else ''}"
+
+
+def describe(limits: Limits = Limits()) -> str:
+    """The limits as one line (for logs and ``doctor``)."""
+    return ", ".join(f"{k} {v:g}" for k, v in asdict(limits).items())
