@@ -1,7 +1,8 @@
 """Run untrusted code with its tests in a sandbox: one fresh process per run, in its own namespaces.
 
-Each run is ``unshare`` (new user, network, mount and PID namespaces) → a shell that builds a private root (a
-read-only tmpfs holding only ``/usr`` read-only, four device nodes and a writable, size-capped ``/work`` tmpfs) →
+Each run is ``unshare`` (new user, network, mount and PID namespaces) → a shell that mounts a private root (an
+empty skeleton read-only, ``/usr`` read-only, ``/dev/null`` and ``/dev/urandom``, and a fresh, size-capped ``/work``
+tmpfs: the run's own working directory, gone with its namespace) →
 ``chroot`` → ``setpriv`` (no capabilities, no new privileges) → the system Python running
 :mod:`grpo_budget.generation.sandbox_harness`, which sets the resource limits on itself before any untrusted line runs.
 So the code sees none of the user's files, no network (no interface but a down loopback), no environment but
@@ -15,6 +16,7 @@ doctor`` reports it). The limits and what each adversarial completion meets: doc
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import secrets
@@ -36,19 +38,11 @@ from grpo_budget.errors import UserError
 HARNESS = (Path(__file__).with_name("sandbox_harness.py")).read_text()
 WORKDIR = "/work"  # the code's working directory and HOME inside the sandbox
 
-# Builds the private root at $1 and runs $2 (the sandbox's Python) with the harness $3; runs as root of the new
-# user namespace, so the mounts are its own and vanish with it. No /proc: nothing of the harness's memory is exposed.
-_SETUP = r"""set -e
-R=$1
-mount -t tmpfs -o size=1m,mode=755 sandbox "$R"
-mkdir "$R/usr" "$R/dev" "$R/work"
-for l in bin lib lib64 sbin; do if [ -L "/$l" ]; then ln -s "$(readlink "/$l")" "$R/$l"; fi; done
-mount --rbind -o ro /usr "$R/usr"
-for d in null zero urandom random; do touch "$R/dev/$d"; mount --bind "/dev/$d" "$R/dev/$d"; done
-mount -t tmpfs -o "size=$4,mode=777" work "$R/work"
-mount -o remount,ro,bind "$R"
-exec chroot "$R" "$5" --no-new-privs --bounding-set=-all --inh-caps=-all -- "$2" -I -S -B -c "$3"
-"""
+# Mounts the private root (one `mount -a` over a table of five mounts: the skeleton itself read-only, /usr
+# read-only, two device nodes, a fresh /work tmpfs) and runs $2 (the sandbox's Python) with the harness $3 in it. It
+# runs as root of the new user namespace, so the mounts are its own and vanish with it. No /proc: nothing of the
+# harness's memory is exposed.
+_SETUP = 'mount -a -T "$1" && exec chroot "$4" "$5" --no-new-privs --bounding-set=-all --inh-caps=-all -- "$2" -I -S -B -c "$3"'
 
 
 @dataclass(frozen=True)
@@ -154,22 +148,44 @@ def run_many(jobs: Sequence[Job], limits: Limits = Limits(), threads: int | None
         return list(pool.map(lambda j: _run(j, limits), jobs))
 
 
+@lru_cache(maxsize=4)
+def _skeleton(disk_mb: int) -> tuple[str, str]:
+    """The root every run of this process mounts over in its own namespace (empty mount points, the host's
+    top-level links into /usr) and its mount table; removed at exit."""
+    base = tempfile.mkdtemp(prefix="grpo-sandbox-")
+    atexit.register(shutil.rmtree, base, ignore_errors=True)
+    root = os.path.join(base, "root")
+    for d in ("usr", "dev", WORKDIR.lstrip("/")):
+        os.makedirs(os.path.join(root, d))
+    for name in ("null", "urandom"):
+        open(os.path.join(root, "dev", name), "w").close()
+    for name in ("bin", "lib", "lib64", "sbin"):
+        if os.path.islink("/" + name):
+            os.symlink(os.readlink("/" + name), os.path.join(root, name))
+    table = os.path.join(base, "fstab")
+    with open(table, "w") as fh:
+        fh.write(f"{root} {root} none bind,ro 0 0\n/usr {root}/usr none rbind,ro 0 0\n"
+                 f"/dev/null {root}/dev/null none bind 0 0\n/dev/urandom {root}/dev/urandom none bind 0 0\n"
+                 f"sandbox {root}{WORKDIR} tmpfs size={disk_mb}m,mode=777,nosuid,nodev 0 0\n")
+    return root, table
+
+
 def _run(job: Job, limits: Limits) -> Outcome:
     t = tools()
     start = time.monotonic()
     nonce = secrets.token_hex(16)
-    root = tempfile.mkdtemp(prefix="grpo-sandbox-")
+    root, table = _skeleton(limits.disk_mb)
     rfd, wfd = os.pipe()
     payload = {"nonce": nonce, "fd": wfd, "cwd": WORKDIR, "rlimits": limits.rlimits(), "code": job.code,
                "tests": list(job.tests), "setup": job.setup, "keep": list(job.keep)}
     env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": WORKDIR, "TMPDIR": WORKDIR, "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
     cmd = [t["unshare"], "--user", "--map-root-user", "--net", "--mount", "--pid", "--fork", "--kill-child", "--",
-           t["sh"], "-c", _SETUP, "sandbox-setup", root, t["python"], HARNESS, f"{limits.disk_mb}m", t["setpriv"]]
+           t["sh"], "-c", _SETUP, "sandbox-setup", table, t["python"], HARNESS, root, t["setpriv"]]
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                pass_fds=(wfd,), env=env, cwd=root, start_new_session=True)
+                                pass_fds=(wfd,), env=env, cwd="/", start_new_session=True)
     except BaseException:
-        os.close(rfd), os.close(wfd), os.rmdir(root)
+        os.close(rfd), os.close(wfd)
         raise
     os.close(wfd)
     cpu = 0.0
@@ -178,8 +194,7 @@ def _run(job: Job, limits: Limits) -> Outcome:
     finally:
         cpu = _kill(proc)
         os.close(rfd)
-        shutil.rmtree(root, ignore_errors=True)
-    if cut is None and cpu >= limits.cpu_seconds:
+    if cut is None and cpu >= 0.95 * limits.cpu_seconds:  # SIGXCPU comes a tick before the usage reads the limit
         cut = f"used its {limits.cpu_seconds} s of CPU time (killed)"
     return _outcome(nonce, reports, output, cut, proc.returncode, len(job.tests), limits, time.monotonic() - start)
 

@@ -10,11 +10,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from grpo_budget.prepare import coderows
 from grpo_budget.prepare.files import _expand, _load_hub, _load_local, _load_source
 from grpo_budget.prepare.rows import (_aime, _bbh_frame, _gsm8k, _math, drop_repeats, refuse_long_prompts,
                                       refuse_repeated_ids)
 
 _BOXED = "Put your final answer within \\boxed{}."
+_CODE = "Write the Python function in one ```python code block."
 
 MATH_SUBJECTS = (
     "algebra",
@@ -136,12 +138,16 @@ def _load_bbh(spec: dict, seed: int) -> dict[str, pd.DataFrame]:
 # --------------------------------------------------------------------------- registry
 
 
-def _by_split(build: Callable[[pd.DataFrame, dict], pd.DataFrame]) -> Callable[[str, dict, int], dict]:
-    """A loader for a benchmark whose copies come with named splits: each role's frame through ``build``."""
+def _by_split(build: Callable[[pd.DataFrame, dict], pd.DataFrame],
+              splits: Callable[[dict, dict], dict] | None = None) -> Callable[[str, dict, int], dict]:
+    """A loader for a benchmark whose copies come with named splits: each role's frame through ``build``
+    (``splits``: how a copy's frames become its named splits, e.g. MBPP's one file cut by task id)."""
 
     def load(name: str, spec: dict, seed: int) -> dict[str, pd.DataFrame]:
         out = {}
-        for role, frame in _assign_roles(name, spec, _load_source(spec)).items():
+        source = _load_source(spec)
+        source = splits(source, spec["fields"]) if splits else source
+        for role, frame in _assign_roles(name, spec, source).items():
             where = f"{name} {role} ({origin(spec, (spec.get('splits') or {}).get(role))})"
             rows = refuse_long_prompts(build(frame.reset_index(drop=True), spec["fields"]), spec["max_prompt_chars"],
                                        where)
@@ -219,5 +225,29 @@ BENCHMARKS: dict[str, Benchmark] = {
         spec={"hub_id": "opencompass/AIME2025", "hub_config": ["AIME2025-I", "AIME2025-II"],
               "fields": {"question": ["question", "problem"], "answer": "answer", "solution": "solution", "id": "id"},
               "splits": {"test": "test"}},
+    ),
+    "mbpp": Benchmark(
+        load=_by_split(coderows.mbpp, coderows.mbpp_splits), answer_type="code", instruction=_CODE,
+        difficulty="n_tests", gold=("tests", "a list of assert statements"),
+        spec={"hub_id": "google-research-datasets/mbpp", "hub_config": "full",
+              "fields": {"question": ["text", "prompt"], "solution": "code", "tests": "test_list",
+                         "setup": ["test_setup_code", "test_imports"], "id": "task_id"},
+              "splits": {"pool": "train", "test": "test"}},
+    ),
+    "humaneval": Benchmark(
+        load=_by_split(coderows.humaneval), answer_type="code", instruction=_CODE, difficulty="n_lines",
+        gold=("tests", "a check(candidate) function"),
+        spec={"hub_id": "openai/openai_humaneval", "hub_config": None,
+              "fields": {"question": "prompt", "solution": "canonical_solution", "tests": "test",
+                         "entry_point": "entry_point", "id": "task_id"},
+              "splits": {"test": "test"}},
+    ),
+    "arc": Benchmark(
+        load=_by_split(coderows.arc), answer_type="choice",
+        instruction="Think step by step, then put the label of your answer within \\boxed{}, e.g. \\boxed{(A)}.",
+        difficulty=None, gold=("answer", "a choice label such as B or 3"),
+        spec={"hub_id": "allenai/ai2_arc", "hub_config": ["ARC-Challenge", "ARC-Easy"],
+              "fields": {"question": "question", "answer": "answerKey", "choices": "choices", "id": "id"},
+              "splits": {"pool": "train", "test": "test"}},
     ),
 }

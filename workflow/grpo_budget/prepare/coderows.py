@@ -109,8 +109,5 @@ def arc(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
                  for a, k, o in zip(answers, keys, options)]
     id_col = _column(frame, fields, "id")
     ids = [f"arc-{_safe_id(i)}" for i in id_col] if id_col is not None else _item_ids(frame, fields, "arc", prompts)
-    out = pd.DataFrame({"id": ids, "prompt": prompts, "answer": answers, "answer_type": "choice",
-                        "solution": solutions, "n_choices": pd.array([len(o) for o in options], dtype="int64")})
-    if "_source" in frame.columns:
-        out["challenge"] = frame["_source"].str.contains("Challenge").to_numpy()
-    return out
+    return pd.DataFrame({"id": ids, "prompt": prompts, "answer": answers, "answer_type": "choice",
+                         "solution": solutions, "n_choices": pd.array([len(o) for o in options], dtype="int64")})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import codecs
 import glob
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,8 @@ ROWS_KEY = "examples"  # the key of a .json file's object that holds its rows (B
 
 def _folder_files(folder: Path) -> list[str]:
     """The data files a folder named in ``data_files`` stands for: those of a known format, sorted."""
-    return sorted(str(q) for q in folder.iterdir() if q.is_file() and q.suffix.lstrip(".") in _FORMATS)
+    return sorted(str(q) for q in folder.iterdir()
+                  if q.is_file() and Path(q.name.removesuffix(".gz")).suffix.lstrip(".") in _FORMATS)
 
 
 def _expand(files: Any) -> list[str]:
@@ -67,7 +69,7 @@ def _infer_format(files: list[str], fmt: str | None) -> str:
         if fmt not in _FORMATS:
             raise ValueError(f"unknown data format {fmt!r}; expected one of {sorted(_FORMATS)}")
         return _FORMATS[fmt]
-    suffixes = {Path(f).suffix.lstrip(".").lower() for f in files}
+    suffixes = {Path(f.removesuffix(".gz")).suffix.lstrip(".").lower() for f in files}  # HumanEval's .jsonl.gz
     formats = {_FORMATS.get(s) for s in suffixes}
     if len(formats) != 1 or None in formats:
         raise ValueError(f"cannot infer the format of {files}; give spec['format']")
@@ -122,7 +124,7 @@ def _check_utf8(files: list[str]) -> None:
     for f in files:
         for name in sorted(glob.glob(f)) if "*" in f else [f]:
             offset = 0
-            with open(name, "rb") as fh:
+            with (gzip.open if name.endswith(".gz") else open)(name, "rb") as fh:
                 for n, line in enumerate(fh, start=1):
                     try:
                         line.decode("utf-8")
