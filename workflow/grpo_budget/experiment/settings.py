@@ -66,6 +66,7 @@ class Training:
     dynamic_sampling: bool = False  # DAPO's online filtering (grpo_budget.train.dynamic)
     dynamic_max_rounds: int = 4
     epochs: float | None = None  # None: train max_steps steps (see grpo_budget.train.schedule)
+    rewards: dict | None = None  # reward name -> weight (grpo_budget.generation.rewards); None: the schema's default
     checkpoints: int | None = None
     dtype: str = "auto"  # the model's (models.NAME.dtype)
     device: str | None = None  # the config's (cuda requires a usable GPU); None: what the machine has (library use)

@@ -304,15 +304,19 @@ def make_reward_function(
     """
     _check_args(answer_type, mode, pattern)
 
-    def correct(completions, answer=None, **kwargs) -> list[float]:
+    def grades(completions, answer=None, **kwargs) -> list[Grade]:
         golds = answer if answer is not None else kwargs.get("gold")
         if golds is None:
             raise ValueError("reward function needs the gold answers as the 'answer' column")
         if isinstance(golds, str):
             golds = [golds] * len(completions)
         texts = [_completion_text(c) for c in completions]
-        return [1.0 if g.correct else 0.0 for g in grade_many(texts, list(golds), answer_type, mode, pattern)]
+        return grade_many(texts, list(golds), answer_type, mode, pattern)
+
+    def correct(completions, answer=None, **kwargs) -> list[float]:
+        return [1.0 if g.correct else 0.0 for g in grades(completions, answer, **kwargs)]
 
     correct.__name__ = "correct"
     correct.__qualname__ = "correct"
+    correct.grades = grades  # the Grade objects: grpo_budget.generation.rewards derives its rewards from them
     return correct

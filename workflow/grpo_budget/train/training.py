@@ -19,7 +19,7 @@ from grpo_budget import device as devices
 from grpo_budget.errors import UserError
 from grpo_budget.experiment import schema
 from grpo_budget.experiment.settings import Training
-from grpo_budget.generation import grading, prompts
+from grpo_budget.generation import prompts, rewards
 from grpo_budget.generation.backends import load_tokenizer
 from grpo_budget.generation.vllm_args import effective_top_k, model_top_k
 from grpo_budget.io import read_json, read_parquet, write_json, write_parquet
@@ -86,6 +86,7 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
         # evaluate checks each adapter against its sha256 before loading it
         "checkpoints": [{"step": step, "path": str(path), "sha256": adapter_digest(path)} for step, path in saved],
         "labels_bought": labels,
+        "rewards": rewards.check(t.rewards),  # name -> weight, as GRPO summed them
     }
     write_json(manifest, manifest_out)
     return manifest
@@ -108,7 +109,8 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
         }
     )
     grader = schema.fill(("datasets", "*", "grading"), dataset.get("grading", {}))
-    reward = grading.make_reward_function(str(subset["answer_type"].iloc[0]), grader["mode"], grader["pattern"])
+    reward, args.reward_weights = rewards.reward_functions(t.rewards, str(subset["answer_type"].iloc[0]),
+                                                           grader["mode"], grader["pattern"])
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=load_dtype(t.dtype, args.bf16))
     targets, layers = resolve_lora_targets(model, t.lora.target_modules, t.lora.layers)
     check_lora_targets(model, targets)
