@@ -299,12 +299,13 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_validate_config)
 
     sub.add_parser("check-grader", help="grade reference solutions as completions (see --help)", add_help=False)
+    sub.add_parser("grade", help="grade a JSON lines file of completions against a benchmark -> CSV", add_help=False)
     sub.add_parser("install-profile", help="link profiles/slurm into ~/.config/snakemake", add_help=False)
     sub.add_parser("launch", help="run the Snakemake controller itself as a SLURM job (submitit)", add_help=False)
     return p
 
 
-PASSTHROUGH = {"check-grader": ("generation.check_grader", "main"),
+PASSTHROUGH = {"check-grader": ("generation.check_grader", "main"), "grade": ("generation.grade_cli", "main"),
                "install-profile": ("cluster.slurm", "main_install_profile"), "launch": ("cluster.slurm", "main_launch")}
 
 

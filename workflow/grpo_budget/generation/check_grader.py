@@ -10,6 +10,10 @@ CLI (wired by ``grpo-budget check-grader``)::
 
     grpo-budget check-grader --dataset math --data-files ../shared/data/math/train.jsonl
     grpo-budget check-grader --dataset math --data-files ... --perturb
+    grpo-budget check-grader --dataset mbpp --data-files ../shared/data/mbpp/mbpp.jsonl --split all
+
+Code items (mbpp, humaneval) run their reference solution with their tests in the sandbox; with ``--perturb``
+the reference is altered to be wrong (every function it defines then returns None) and must fail.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ import pandas as pd
 
 from grpo_budget.errors import UserError
 from grpo_budget.generation.extract import normalize_option, parse_number
-from grpo_budget.generation.grading import grade
+from grpo_budget.generation import choices, codegrade
+from grpo_budget.generation.grading import grade_many
 from grpo_budget.prepare.benchmarks import BENCHMARKS
 from grpo_budget.prepare.loaders import load_benchmark
 
@@ -79,37 +84,38 @@ def check(
     wrong gold) as ``{id, gold, extracted, format_ok}``.
     """
     rng = random.Random(seed)
-    n = correct = format_failures = skipped = 0
-    failing: list[dict] = []
-    n_failing = 0
+    rows, skipped = [], 0
     for row in frame.itertuples(index=False):
         solution = getattr(row, "solution", None)
         if solution is None or (isinstance(solution, float) and pd.isna(solution)) or not str(solution).strip():
             skipped += 1
             continue
-        answer_type = row.answer_type
-        gold = str(row.answer)
-        if perturb:
+        answer_type, gold, solution = row.answer_type, str(row.answer), str(solution)
+        if perturb and answer_type == "code":
+            solution = codegrade.perturbed(solution)  # the reference altered to be wrong, against its own tests
+        elif perturb and answer_type == "choice":
+            label, options = choices.parse_gold(gold)
+            gold = choices.gold(rng.choice([o for o in options if o != label]), list(options.items()))
+        elif perturb:
             n_options = getattr(row, "n_objects", None)
             n_options = int(n_options) if n_options is not None and not pd.isna(n_options) else None
             gold = perturb_answer(gold, answer_type, rng, n_options)
-        g = grade(str(solution), gold, answer_type, mode=mode)
-        n += 1
+        rows.append((row.id, answer_type, solution, gold, str(row.answer)))
+    grades: list = [None] * len(rows)
+    for kind in dict.fromkeys(r[1] for r in rows):  # one grade_many per answer type: code runs in parallel
+        at = [i for i, r in enumerate(rows) if r[1] == kind]
+        for i, g in zip(at, grade_many([rows[i][2] for i in at], [rows[i][3] for i in at], kind, mode=mode)):
+            grades[i] = g
+    n, correct, format_failures, n_failing, failing = len(rows), 0, 0, 0, []
+    for (item, kind, _, gold, original), g in zip(rows, grades):
         correct += g.correct
         format_failures += not g.format_ok
-        failed = g.correct if perturb else not g.correct
-        if failed:
+        if g.correct if perturb else not g.correct:
             n_failing += 1
             if len(failing) < show:
-                failing.append(
-                    {
-                        "id": row.id,
-                        "gold": gold,
-                        "original_gold": str(row.answer) if perturb else None,
-                        "extracted": g.extracted,
-                        "format_ok": g.format_ok,
-                    }
-                )
+                failing.append({"id": item, "gold": gold if kind != "code" else "(tests)",
+                                "original_gold": original if perturb and kind != "code" else None,
+                                "extracted": g.reason or g.extracted, "format_ok": g.format_ok})
     return {
         "n": n,
         "correct": correct,

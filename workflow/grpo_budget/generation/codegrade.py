@@ -113,4 +113,8 @@ _DEFS = re.compile(r"^def (\w+)", re.M)
 def perturbed(code: str) -> str:
     """A reference solution altered to be wrong: after it, each function it defines returns None instead."""
     names = sorted(set(_DEFS.findall(code)))
-    return code + "\n" + "".join(f"\ndef {n}(*args, **kwargs):\n    return None\n" for n in names)
+    stubs = "\n" + "".join(f"\ndef {n}(*args, **kwargs):\n    return None\n" for n in names)
+    end = code.rfind("```")
+    if end > code.find("```"):  # a fenced solution: the stubs go inside its block
+        return code[:end].rstrip("\n") + stubs + code[end:]
+    return code + stubs
