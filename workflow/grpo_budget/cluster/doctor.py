@@ -127,6 +127,21 @@ def check_memory(config: dict) -> Check:
                  "(grpo-budget plan prints them)")
 
 
+def check_sandbox(config: dict) -> Check:
+    """Whether code answers can be graded here (grpo_budget.generation.sandbox): namespaces, and the limits."""
+    from grpo_budget.generation import sandbox
+    from grpo_budget.prepare.benchmarks import BENCHMARKS
+
+    coded = any(BENCHMARKS[ds["benchmark"]].answer_type == "code" for ds in config["datasets"].values()
+                if ds.get("benchmark") in BENCHMARKS)
+    why = sandbox.problem()
+    if why:
+        return Check("FAIL" if coded else "warn", "code sandbox", f"refused here: {why} (code benchmarks cannot be "
+                     "graded on this machine; docs/sandbox.md)")
+    return Check("ok", "code sandbox", "user, network (no interface up), mount and PID namespaces via unshare, "
+                 f"python {sandbox.tools()['python']}; limits: {sandbox.describe()}")
+
+
 def _run(cmd: list[str]) -> str | None:
     if shutil.which(cmd[0]) is None:
         return None
@@ -165,6 +180,7 @@ def run(config: dict) -> list[Check]:
         lambda: check_plugin(_plugin_version()),
         lambda: check_models(config, env("HF_TOKEN")),
         lambda: check_memory(config),
+        lambda: check_sandbox(config),
     ]
     out: list[Check] = []
     for step in steps:
