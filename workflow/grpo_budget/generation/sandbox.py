@@ -279,6 +279,8 @@ def _death(code: int | None, output: bytes, limits: Limits) -> str:
         why = f" (CPU limit {limits.cpu_seconds} s)" if sig == "SIGXCPU" else ""
         return f"killed by {sig}{why} before the end of the tests"
     tail = " ".join(output.decode("utf-8", "replace").split())[-200:]
+    if "sigprocmask unblock failed" in tail:  # unshare could not re-raise the signal that ended its child
+        return f"killed by a signal before the end of the tests, most likely its CPU limit of {limits.cpu_seconds} s"
     return f"exited with code {code} before the end of the tests (no sentinel){': ' + tail if tail else ''}"
 
 
