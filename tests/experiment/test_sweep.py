@@ -18,6 +18,7 @@ from grpo_budget.aggregate.learnable import learnable_table
 from grpo_budget.aggregate.verdicts import verdict_table
 from grpo_budget.experiment import config, plan, schema, sweep
 from grpo_budget.experiment.settings import Analysis
+from grpo_budget.train import methods
 from conftest import TINY, inputs_from
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,7 +67,9 @@ def test_variants_are_every_combination_named_from_their_values():
     assert v.values == {"training.num_generations": 8, "training.beta": 0.04}
     t = plan.training_settings(cfg, "tiny", "G8-beta0.04")
     assert (t["num_generations"], t["beta"], t["max_steps"]) == (8, 0.04, 6)  # unswept settings are shared
-    assert plan.training_settings(cfg, "tiny") == dict(cfg["training"])  # no variant: the base section
+    base = {k: v for k, v in cfg["training"].items() if k not in methods.inactive(cfg["training"])}
+    assert plan.training_settings(cfg, "tiny") == base  # no variant: the base section, without unused methods
+    assert "codapo_repeats" not in base and "method" not in base
 
 
 def test_lora_values_and_given_names():

@@ -16,6 +16,7 @@ from grpo_budget.hub import fetched, store_folder
 from grpo_budget.io import RESULTS, read_json, relative
 from grpo_budget.select.policies import fixed_size
 from grpo_budget.select.sources import SOURCES, split_arm
+from grpo_budget.train import methods
 
 # ---------------------------------------------------------------------------------------------------------------
 # Paths (relative to the configured results folder; the one place each is defined)
@@ -26,8 +27,7 @@ PATTERNS = {
     "model": "models/{model}",
     "scores": "scores/{model}/{dataset}.parquet",
     "subset": f"{RUN_DIR}/subset.parquet",
-    # never an output, since Snakemake deletes outputs before it re-runs a job
-    "checkpoints": f"{RUN_DIR}/checkpoints",
+    "checkpoints": f"{RUN_DIR}/checkpoints",  # never an output: Snakemake deletes outputs before a re-run
     "train_log": f"{RUN_DIR}/train_log.parquet",
     "manifest": f"{RUN_DIR}/manifest.json",
     "run_eval": f"{RUN_DIR}/eval/{{evalset}}.parquet",
@@ -383,17 +383,18 @@ def generation_settings(config: dict, section: str, model: str, evalset: str | N
     s = {k: v for k, v in s.items() if not k.startswith("ood_")}
     if config["backend"] == "vllm":  # vLLM sizes its LoRA slots up front; other backends need no bound
         s["max_lora_rank"] = max([config["training"]["lora"]["r"]] + list(sweep.axes(config).get("training.lora.r", [])))
-    return dict(s, backend=config["backend"], backend_kwargs=config["backend_kwargs"],
-                **_template_kwargs(config, model))
+    s.update(backend=config["backend"], backend_kwargs=config["backend_kwargs"])
+    return dict(s, **_template_kwargs(config, model))
 
 
 def training_settings(config: dict, model: str, variant: str | None = None) -> dict:
-    """A training job's settings (``settings.Training``): the training section (a sweep variant's: the base
-    section with the variant's values) and the model's chat-template arguments."""
-    return dict(sweep.training_of(config, variant), **_template_kwargs(config, model))
+    """A training job's settings (``settings.Training``): the training section (a sweep variant's), without other
+    methods' settings (so old jobs' records stay valid), and the model's chat-template arguments."""
+    section = sweep.training_of(config, variant)
+    section = {k: v for k, v in section.items() if k not in methods.inactive(section)}
+    return dict(section, **_template_kwargs(config, model))
 
 
 def _template_kwargs(config: dict, model: str) -> dict:
     """The model's ``chat_template_kwargs`` where it has them (absent otherwise, so job settings stay minimal)."""
-    spec = config["models"][model]
-    return {"chat_template_kwargs": spec["chat_template_kwargs"]} if "chat_template_kwargs" in spec else {}
+    return {k: v for k, v in config["models"][model].items() if k == "chat_template_kwargs"}

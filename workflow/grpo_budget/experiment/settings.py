@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from grpo_budget.experiment import schema
+from grpo_budget.train.methods import PREFIXES
 
 # What a job's settings carry besides its config section: the model's properties and the config's device, and the
 # memory plan's vLLM context length (training on cuda).
@@ -65,8 +66,8 @@ class Training:
     chat_template_kwargs: dict | None = None  # a property of the model, not a training knob
     dynamic_sampling: bool = False  # DAPO's online filtering (grpo_budget.train.dynamic)
     dynamic_max_rounds: int = 4
-    epochs: float | None = None  # None: train max_steps steps (see grpo_budget.train.schedule)
     rewards: dict | None = None  # reward name -> weight (grpo_budget.generation.rewards); None: the schema's default
+    epochs: float | None = None  # None: train max_steps steps (see grpo_budget.train.schedule)
     checkpoints: int | None = None
     dtype: str = "auto"  # the model's (models.NAME.dtype)
     device: str | None = None  # the config's (cuda requires a usable GPU); None: what the machine has (library use)
@@ -81,7 +82,7 @@ class Training:
 
     def method_settings(self) -> dict:
         """The settings of this run's method (``codapo_*`` or ``guidance_*``), by name."""
-        prefix = {"codapo": "codapo_", "guided": "guidance_"}.get(self.method)
+        prefix = PREFIXES.get(self.method)
         return {k: v for k, v in vars(self).items() if prefix and k.startswith(prefix)}
 
     @classmethod

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from grpo_budget.train import methods
+from grpo_budget.train import method_hooks, methods
 from grpo_budget.train.batches import take_rows
 
 
@@ -61,8 +61,6 @@ def trainer_class():
     """``GRPOTrainer`` with dynamic sampling, the training methods and rollout counts (built on first use: TRL is
     heavy to import)."""
     from trl import GRPOTrainer
-
-    from grpo_budget.train import method_hooks
 
     class Trainer(GRPOTrainer):
         """``dynamic``: whether to filter; ``max_rounds``: extra generation rounds per step; ``seed``: the run's;

@@ -10,6 +10,7 @@ import pandas as pd
 
 from grpo_budget.digest import model_digest
 from grpo_budget.experiment.settings import Training
+from grpo_budget.train.methods import inactive
 
 
 def trajectory_settings(t: Training) -> dict:
@@ -40,9 +41,7 @@ def trajectory_settings(t: Training) -> dict:
     if not t.dynamic_sampling:  # off, as before the fields existed: the fingerprint stays
         dropped |= {"dynamic_sampling", "dynamic_max_rounds"}
     # Only the run's own method's settings shape it; grpo, as before the field existed, keeps the fingerprint.
-    dropped |= {k for k in s if k.startswith(("codapo_", "guidance_"))} - set(t.method_settings())
-    if t.method == "grpo":
-        dropped |= {"method"}
+    dropped |= inactive(s)
     if t.lora.layers is None:  # unset, as before the field existed: the fingerprint stays
         del s["lora"]["layers"]
     return {k: v for k, v in s.items() if k not in dropped}

@@ -39,6 +39,19 @@ RESAMPLE_RULES = ("top", "value")  # the code's top-K by value; a draw proportio
 GUIDE_WHEN = ("failed", "always")  # Guide-GRPO: only groups whose rollouts all failed; every group
 
 
+PREFIXES = {"codapo": "codapo_", "guided": "guidance_"}  # a method -> the prefix of its settings
+
+
+def inactive(training: dict) -> set[str]:
+    """The keys of a training section that do not apply to its method: the other methods' settings, and the method
+    itself when it is grpo. Left out of the fingerprint and of the job's settings, so that runs made before the
+    methods existed keep both."""
+    method = training.get("method", "grpo")
+    own = PREFIXES.get(method)
+    out = {k for k in training if k.startswith(tuple(PREFIXES.values())) and not (own and k.startswith(own))}
+    return out | ({"method"} if method == "grpo" else set())
+
+
 def codapo_values(correct, mean_logps, offset: float) -> np.ndarray:
     """Per group (rows: groups, columns: its rollouts): ``c * (1 - 4 (d - 0.5)^2) + offset`` with ``d`` = 1 - the
     share of correct rollouts and ``c`` = exp of the mean over the group of each rollout's mean token log-prob
