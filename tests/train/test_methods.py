@@ -4,16 +4,20 @@ importance ratio, with known answers; then the trainer for real on the tiny mode
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from grpo_budget.errors import UserError
 from grpo_budget.experiment.settings import Training
 from grpo_budget.prepare import framearith
 from grpo_budget.train import dynamic, method_hooks, methods, training
 from grpo_budget.train.fingerprint import trajectory_settings
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # --- the math, by hand ------------------------------------------------------------------------------------------------
 
@@ -261,3 +265,15 @@ def test_a_step_redone_after_a_kill_redraws_the_same_guidance_and_resamples(tmp_
     draw = "guided/draw" if method == "guided" else "codapo/draw"
     cols = [draw, "rollouts/generated", "rollouts/generated_tokens", "reward"]
     pd.testing.assert_series_equal(step_log(straight).loc[3, cols], step_log(resumed).loc[3, cols])
+
+
+def test_a_codapo_batch_that_cannot_split_is_refused_before_any_job(tmp_path):
+    from grpo_budget.experiment import config as experiment_config
+    from grpo_budget.experiment.schema import ConfigError
+
+    cfg = yaml.safe_load((ROOT / "tests/configs/tiny.yaml").read_text())
+    cfg["training"].update(prompts_per_step=6, num_generations=3, gradient_accumulation_steps=2,
+                           codapo_resample_share=0.2, codapo_repeats=1)
+    cfg["sweep"] = {"training.method": ["grpo", "codapo"]}
+    with pytest.raises(ConfigError, match=r"sweep variant codapo .*'training.codapo_repeats': CoDaPO adds 3 rollouts"):
+        experiment_config.validate(cfg)

@@ -18,6 +18,7 @@ from grpo_budget.prepare.benchmarks import BENCHMARKS
 from grpo_budget.prepare.framearith import resolve_params
 from grpo_budget.select.policies import budget_size, fixed_size, policy_of
 from grpo_budget.select.sources import SOURCES, split_arm
+from grpo_budget.train.methods import check_batch
 
 
 def semantics(cfg: dict) -> None:
@@ -48,6 +49,11 @@ def semantics(cfg: dict) -> None:
     if tr["prompts_per_step"] % tr["gradient_accumulation_steps"]:
         raise ConfigError(f"config field 'training.gradient_accumulation_steps': {tr['gradient_accumulation_steps']} "
                           f"does not divide training.prompts_per_step ({tr['prompts_per_step']}); allowed: a divisor")
+    why = tr["method"] == "codapo" and check_batch(tr["prompts_per_step"], tr["num_generations"],
+                                                   tr["gradient_accumulation_steps"], tr["codapo_resample_share"],
+                                                   tr["codapo_repeats"])
+    if why:
+        raise ConfigError(f"config field 'training.codapo_repeats': {why}")
     sc = cfg["scoring"]
     if sc["verify_samples"] and sc["verify_seed"] == sc["seed"]:
         raise ConfigError(f"config field 'scoring.verify_seed': {sc['verify_seed']} equals scoring.seed, so the "
