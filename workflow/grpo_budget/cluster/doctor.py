@@ -15,6 +15,8 @@ from pathlib import Path
 from grpo_budget import device, hub
 from grpo_budget.cluster import memory_plan
 from grpo_budget.errors import UserError
+from grpo_budget.generation import sandbox
+from grpo_budget.prepare.benchmarks import BENCHMARKS
 
 PLUGIN = "snakemake-executor-plugin-slurm"
 PLUGIN_TESTED = "2.8."  # the profile (profiles/slurm) is tested with this series
@@ -129,9 +131,6 @@ def check_memory(config: dict) -> Check:
 
 def check_sandbox(config: dict) -> Check:
     """Whether code answers can be graded here (grpo_budget.generation.sandbox): namespaces, and the limits."""
-    from grpo_budget.generation import sandbox
-    from grpo_budget.prepare.benchmarks import BENCHMARKS
-
     coded = any(BENCHMARKS[ds["benchmark"]].answer_type == "code" for ds in config["datasets"].values()
                 if ds.get("benchmark") in BENCHMARKS)
     why = sandbox.problem()

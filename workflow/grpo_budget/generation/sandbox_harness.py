@@ -9,12 +9,15 @@ closure ends the run on the spot with a ``blocked`` line: ``gc``'s object walks,
 hooks, other threads' frames, ``ctypes``; so are new processes and sockets. The sandbox mounts no ``/proc``. Only the
 end of this script reports ``done``: an early exit, however made, leaves the run without its sentinel."""
 
+import builtins
+import json
+import os
+import resource
+import sys
+
 
 def _hook(nonce, fd, main_code, main_globals):
     """The audit hook: the only holder of the nonce."""
-    import os
-    import sys
-
     write, exit_now, getframe = os.write, os._exit, sys._getframe
     denied = {"os.fork", "os.forkpty", "os.system", "os.exec", "os.spawn", "os.posix_spawn", "subprocess.Popen",
               "pty.spawn", "os.kill", "os.killpg", "sys.settrace", "sys.setprofile", "sys.addaudithook",
@@ -44,12 +47,6 @@ def _hook(nonce, fd, main_code, main_globals):
 
 
 def _main():
-    import builtins
-    import json
-    import os
-    import resource
-    import sys
-
     job = json.loads(sys.stdin.buffer.read())
     for name, value in job.pop("rlimits").items():
         resource.setrlimit(getattr(resource, name), (value, value))
