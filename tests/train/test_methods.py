@@ -277,3 +277,13 @@ def test_a_codapo_batch_that_cannot_split_is_refused_before_any_job(tmp_path):
     cfg["sweep"] = {"training.method": ["grpo", "codapo"]}
     with pytest.raises(ConfigError, match=r"sweep variant codapo .*'training.codapo_repeats': CoDaPO adds 3 rollouts"):
         experiment_config.validate(cfg)
+
+
+def test_a_chat_prompts_guidance_begins_the_assistants_answer(tiny_model_dir):
+    from grpo_budget.generation.backends import load_tokenizer
+
+    tok = load_tokenizer(str(tiny_model_dir))
+    tok.chat_template = ("{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"
+                         "{% if add_generation_prompt %}[assistant]{% endif %}")
+    prompt = [{"role": "user", "content": "+5 ?"}]
+    assert method_hooks.guided_prompt(prompt, "5", tok, None) == "[user]+5 ?[assistant]5"
