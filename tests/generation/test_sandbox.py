@@ -17,7 +17,7 @@ from grpo_budget.generation.grading import grade_many
 GOLD = codegrade.gold(["assert sorted(f([3, 1, 2])) == [1, 2, 3]", "assert f([]) == []"], entry_point="f")
 RIGHT = "def f(xs):\n    return sorted(xs)\n"
 WRONG = "def f(xs):\n    return None\n"
-FAST = sandbox.Limits(cpu_seconds=1, wall_seconds=3, memory_mb=256, output_kb=64)
+FAST = sandbox.Limits(cpu_seconds=1, wall_seconds=8, memory_mb=256, output_kb=64)  # room for a busy machine
 
 
 @pytest.fixture(scope="module", autouse=True)
