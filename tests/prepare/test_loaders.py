@@ -51,7 +51,8 @@ def math_train(cache):
 
 
 def test_constants():
-    assert list(BENCHMARKS) == ["gsm8k", "bbh_shuffled_objects", "math", "aime2025"]
+    assert list(BENCHMARKS) == ["gsm8k", "bbh_shuffled_objects", "math", "aime2025", "mbpp", "humaneval", "arc"]
+    assert {BENCHMARKS[b].answer_type for b in ("mbpp", "humaneval")} == {"code"} and BENCHMARKS["arc"].answer_type == "choice"
     assert BENCHMARKS["math"].instruction == "Put your final answer within \\boxed{}."
     assert "\\boxed{(X)}" in BENCHMARKS["bbh_shuffled_objects"].instruction
 
