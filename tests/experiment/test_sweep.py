@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import numpy as np
 import pytest
 import yaml
 
@@ -309,3 +310,26 @@ def test_sweep_configs_build_their_dag_through_the_slurm_profile(name, expected)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     counts = job_counts(out.stdout + out.stderr)
     assert {k: counts.get(k, 0) for k in expected} == expected
+
+
+def test_variants_of_an_arm_are_compared_at_equal_steps_and_at_their_matched_tokens(swept, tmp_path):
+    """G8 generates 4x G2's tokens per step: at equal steps hard G2 − G8 is −50 points; at G2's final tokens (300),
+    G8 is a quarter of the way from the base (step 0, 0 tokens) to its first and only checkpoint (step 3, 1200)."""
+    from grpo_budget.aggregate.variants import variant_verdicts
+
+    for r in swept.runs:
+        per_step = 100 if r.variant == "G2" else 400
+        log = pd.read_parquet(r.log).assign(**{"rollouts/generated": 8, "rollouts/discarded": 0,
+                                               "rollouts/generated_tokens": per_step})
+        log.to_parquet(r.log)
+    t = variant_verdicts(swept, ANALYSIS).set_index("policy")
+    hard = t.loc["hard"]
+    assert (hard["variant_a"], hard["variant_b"], hard["tokens"]) == ("G2", "G8", 300.0)
+    assert hard["diff_pts"] == pytest.approx(-50.0) and hard["verdict"] in ("G8 better", "not distinguishable")
+    base, g8 = np.array(BASE, float), np.array([1] * 8 + [0, 0], float)
+    assert hard["tok_acc_b"] == pytest.approx((base + (g8 - base) * 0.25).mean())
+    assert hard["tok_acc_a"] == pytest.approx(base.mean())
+    assert t.loc["random", "diff_pts"] == pytest.approx(-10.0)
+    out = [str(tmp_path / f"vv.{x}") for x in ("csv", "md", "html")]
+    run.run("variant_verdicts", swept, out, SETTINGS)
+    assert "hard @ 0.5" in (tmp_path / "vv.md").read_text()

@@ -21,6 +21,8 @@ from grpo_budget.aggregate.render import (
     _with_variant,
     _write_outputs,
 )
+from grpo_budget.aggregate.render_compute import COMPUTE_READS, _tokens
+from grpo_budget.aggregate.variants import variant_verdicts
 from grpo_budget.aggregate.verdicts import FULL_POLICY, rankings, steps_to_match, verdict_table
 from grpo_budget.experiment.plan import Listing
 from grpo_budget.experiment.settings import Analysis
@@ -139,3 +141,31 @@ def write_label_free(runs: Listing, outs: list[str], s: Analysis) -> None:
     if table.empty:
         note += " No pool here has gold answers to check against."
     _write_outputs(outs, table, "Difficulty without labels: each source against the gold pass rate", note, sections)
+
+
+@output("variant_verdicts", "table", reads=COMPUTE_READS, when="sweep")
+def write_variant_verdicts(runs: Listing, outs: list[str], s: Analysis) -> None:
+    table = variant_verdicts(runs, s)
+    sections = []
+    for key, g in _sections(table, PANEL + ["policy", "budget"]):
+        disp = pd.DataFrame({
+            "A": g["variant_a"], "B": g["variant_b"], "seeds": [f"{a}/{b}" for a, b in zip(g["seeds_a"], g["seeds_b"])],
+            "A %": g["acc_a"].map(_pct), "B %": g["acc_b"].map(_pct),
+            "A − B (pts)": g["diff_pts"].map(lambda x: _f(x, "+.1f")),
+            f"{s.level:.0%} interval": [_interval_text(lo, hi) for lo, hi in zip(g["diff_lo"], g["diff_hi"])],
+            "verdict": g["verdict"],
+            "seeds to decide": [_seeds_text(n, a, b) or "–"
+                                for n, a, b in zip(g["seeds_needed"], g["seeds_a"], g["seeds_b"])],
+            "matched tokens": g["tokens"].map(_tokens),
+            "at matched tokens: A − B": [f"{_f(d, '+.1f')} {_interval_text(lo, hi)}" for d, lo, hi
+                                         in zip(g["tok_diff_pts"], g["tok_diff_lo"], g["tok_diff_hi"])],
+            "matched-tokens verdict": g["tok_verdict"],
+        })
+        sections.append((_heading(key[:3]) + f" · {key[3]} @ {key[4]}", disp, []))
+    note = ("Every pair of training variants (methods, settings) of the same arm, a policy at a budget, on the same "
+            "test items: A − B in test accuracy (points) at the final checkpoint, where every variant has trained "
+            f"the same steps, and at the pair's matched compute, the most generated tokens every seed of both reached "
+            "(scoring included; accuracy interpolated per item between checkpoints), each with a "
+            f"{s.level:.0%} paired bootstrap interval over test items and seeds. Seeds to decide: as in the verdicts "
+            "table.")
+    _write_outputs(outs, table, "Which way of training won: variant against variant", note, sections)
