@@ -224,3 +224,14 @@ def test_plan_command_prints_and_writes_the_table(tmp_path, capsys):
     per_job = pd.read_csv(tmp_path / "plan" / "cost.csv")
     assert len(per_job) == len(work.jobs(load(results=tmp_path)))
     assert (tmp_path / "plan" / "jobs.csv").exists()
+
+
+def test_a_two_axis_sweeps_jobs_get_their_own_estimates():
+    """The variants are named in the sweep's key order (G16-beta0.04): the estimates keep it, so each job finds its
+    own (sorting the config's keys once named them beta0.04-G16, and every job fell back to the ceiling)."""
+    cfg = load(ROOT / "configs" / "sweep-group-kl.yaml")
+    est = cost.estimate(cfg, folders=[])
+    row = est[(est["rule"] == "train") & est["name"].str.endswith("_v-G16-beta0.04")].iloc[0]
+    model, dataset, policy, budget, seed = row["name"].split("_v-")[0].split("_")
+    wc = dict(model=model, dataset=dataset, policy=policy, budget=budget[1:], seed=seed[1:], variant="G16-beta0.04")
+    assert cost.runtime_minutes(cfg, "train", wc) == cost.request_minutes(row.seconds, Cost.from_dict(cfg["cost"]))

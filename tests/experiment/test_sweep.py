@@ -97,6 +97,8 @@ def test_lora_values_and_given_names():
     ({"training.prompts_per_step": [8, 6]}, {"gradient_accumulation_steps": 4},
      r"^sweep variant P6 \(training\.prompts_per_step = 6\): .*does not divide"),
     ({"training.prompts_per_step": [8, 64]}, {}, r"sweep variant P64 .*fewer than one training step needs"),
+    ({"training.beta": [0.0, 0.1], "only": ["beta0", "beta1"]}, {},
+     r"^config field 'sweep\.only\[1\]': no variant is named 'beta1'; allowed: beta0, beta0\.1$"),
 ])
 def test_a_bad_sweep_is_one_line_before_any_job(block, extra, message):
     with pytest.raises(schema.ConfigError, match=message) as err:
@@ -146,7 +148,7 @@ def test_dry_run_multiplies_only_train_evaluate_and_adds_the_figure():
     counts = job_counts(out.stdout + out.stderr)
     assert counts["score"] == 1 and counts["select"] == 2 and counts["verify"] == 1 and counts["evaluate_base"] == 1
     assert counts["train"] == 4 and counts["evaluate"] == 4
-    assert counts["figure"] == 7 and counts["table"] == 6 and counts["summary"] == 1  # + gain_vs_setting
+    assert counts["figure"] == 7 and counts["table"] == 7 and counts["summary"] == 1  # + gain_vs_setting, variant_verdicts
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -297,9 +299,9 @@ def test_tiny_sweep_end_to_end_then_a_third_value_runs_only_its_jobs(tiny_run, t
 
 @pytest.mark.parametrize("name, expected", [
     ("sweep-group-kl", {"prepare": 2, "score": 1, "select": 9, "train": 54, "evaluate_base": 1, "evaluate": 54,
-                        "summary": 1, "table": 6, "figure": 8}),  # + gain_vs_setting and gain_vs_budget
+                        "summary": 1, "table": 7, "figure": 8}),  # + variant_verdicts, gain_vs_setting, gain_vs_budget
     ("sweep-lora-targets", {"prepare": 2, "score": 1, "select": 4, "train": 48, "evaluate_base": 1, "evaluate": 48,
-                            "summary": 1, "table": 6, "figure": 7}),
+                            "summary": 1, "table": 7, "figure": 7}),
 ])
 def test_sweep_configs_build_their_dag_through_the_slurm_profile(name, expected):
     import os
@@ -333,3 +335,13 @@ def test_variants_of_an_arm_are_compared_at_equal_steps_and_at_their_matched_tok
     out = [str(tmp_path / f"vv.{x}") for x in ("csv", "md", "html")]
     run.run("variant_verdicts", swept, out, SETTINGS)
     assert "hard @ 0.5" in (tmp_path / "vv.md").read_text()
+
+
+def test_only_keeps_the_named_variants_of_the_combinations():
+    cfg = config.validate(with_sweep({"training.method": ["grpo", "codapo", "guided"],
+                                      "training.dynamic_sampling": [False, True],
+                                      "names": {"grpo-dynamic-off": "grpo", "grpo-dynamic-on": "grpo-dynamic"},
+                                      "only": ["grpo", "codapo-dynamic-off", "grpo-dynamic"]}))
+    assert sweep.names(cfg) == ["grpo", "grpo-dynamic", "codapo-dynamic-off"]
+    assert plan.training_settings(cfg, "tiny", "grpo-dynamic")["dynamic_sampling"] is True
+    assert plan.training_settings(cfg, "tiny", "codapo-dynamic-off")["method"] == "codapo"

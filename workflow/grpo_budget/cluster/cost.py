@@ -154,7 +154,8 @@ def _cached(key: str) -> dict[tuple[str, str], float]:
 def runtime_minutes(config: dict, rule: str, wildcards: dict) -> int:
     """The SLURM runtime (minutes) a GPU job asks for: its estimate x ``cost.margin``, within
     [``cost.runtime_floor``, ``cost.runtime_ceiling``]."""
-    seconds = _cached(json.dumps(config, sort_keys=True, default=str))
+    # Not sorted: a sweep's axes are in config order, which names its variants (and so the jobs).
+    seconds = _cached(json.dumps(config, default=str))
     c = Cost.from_dict(config.get("cost"))
     estimate_s = seconds.get((rule, job_name(config, rule, wildcards)))
     if estimate_s is None:  # a job outside the plan (a target named by hand): the ceiling is safe

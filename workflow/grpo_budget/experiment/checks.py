@@ -13,7 +13,8 @@ from jsonschema.exceptions import best_match
 from grpo_budget import model_folder
 from grpo_budget.experiment import schema
 from grpo_budget.experiment.schema import ConfigError
-from grpo_budget.experiment.sweep import NAME_REGEX, NAMES_KEY, apply, axes, derived_name, format_value, variants
+from grpo_budget.experiment.sweep import (NAME_REGEX, NAMES_KEY, ONLY_KEY, apply, axes, derived_name, format_value,
+                                          variants)
 from grpo_budget.prepare.benchmarks import BENCHMARKS
 from grpo_budget.prepare.framearith import resolve_params
 from grpo_budget.select.policies import budget_size, fixed_size, policy_of
@@ -218,6 +219,11 @@ def sweep(config: dict) -> None:
         if not re.fullmatch(NAME_REGEX, str(new)):
             raise ConfigError(f"config field 'sweep.names.{old}': {new!r} is not a valid name; allowed: "
                                       "letters, digits, _ . - (starting with a letter or digit)")
+    every = [v.name for v in variants({**config, "sweep": {k: v for k, v in block.items() if k != ONLY_KEY}})]
+    for i, name in enumerate(block.get(ONLY_KEY) or []):
+        if name not in every:
+            raise ConfigError(f"config field 'sweep.only[{i}]': no variant is named {name!r}; allowed: "
+                              f"{', '.join(every)}")
     seen: dict[str, dict] = {}
     for v in variants(config):
         if v.name in seen:

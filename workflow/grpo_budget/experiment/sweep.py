@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from grpo_budget.errors import UserError
 
 NAMES_KEY = "names"
+ONLY_KEY = "only"  # the variants kept, by name (derived or given); all combinations without it
 KEY_REGEX = r"^training(\.[a-z][a-z0-9_]*){1,2}$"
 NAME_REGEX = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 # How a swept setting shows in a derived variant name (the setting's last name otherwise); "" = the value alone.
@@ -63,7 +64,7 @@ class Variant:
 
 def axes(config: dict) -> dict[str, list]:
     """The swept settings and their values, in config order (empty without a sweep)."""
-    return {k: v for k, v in (config.get("sweep") or {}).items() if k != NAMES_KEY}
+    return {k: v for k, v in (config.get("sweep") or {}).items() if k not in (NAMES_KEY, ONLY_KEY)}
 
 
 def has_sweep(config: dict) -> bool:
@@ -108,11 +109,13 @@ def variants(config: dict) -> list[Variant]:
     if not ax:
         return []
     given = (config.get("sweep") or {}).get(NAMES_KEY) or {}
+    only = (config.get("sweep") or {}).get(ONLY_KEY)
     out = []
     for combo in itertools.product(*ax.values()):
         values = dict(zip(ax, combo))
-        name = derived_name(values)
-        out.append(Variant(given.get(name, name), values))
+        name = given.get(derived_name(values), derived_name(values))
+        if only is None or name in only:
+            out.append(Variant(name, values))
     return out
 
 
