@@ -113,7 +113,8 @@ def correct(completions, item, **kwargs):
     return [float(len(c) % 2) if i % 2 == 0 else 0.0 for c, i in zip(completions, item)]
 
 
-def make_trainer(tmp_path, model_dir, method: str, max_steps: int = 2, record=None, **settings):
+def make_trainer(tmp_path, model_dir, method: str, max_steps: int = 2, record=None, filtering: bool = False,
+                 **settings):
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
 
@@ -147,7 +148,7 @@ def make_trainer(tmp_path, model_dir, method: str, max_steps: int = 2, record=No
     return Recording(model=model, reward_funcs=correct, args=args, train_dataset=data,
                      processing_class=load_tokenizer(str(model_dir)),
                      peft_config=lora_config(t.lora, ["q_proj", "v_proj"], None), seed=0, method=t.method,
-                     method_settings=t.method_settings())
+                     method_settings=t.method_settings(), dynamic=filtering, max_rounds=2)
 
 
 def step_log(trainer) -> pd.DataFrame:
@@ -252,6 +253,19 @@ def _mean_logps(trainer, batch):
     from grpo_budget.train.batches import completion_logps, mean_logps
 
     return mean_logps(completion_logps(trainer, batch), batch["completion_mask"]).view(-1, G).numpy()
+
+
+@pytest.mark.parametrize("method", ["guided", "codapo"])
+def test_each_method_composes_with_dynamic_sampling(tmp_path, tiny_model_dir, method):
+    """Dynamic sampling fills the step's batch with mixed groups (guided ones count), then CoDaPO adds its own."""
+    trainer = make_trainer(tmp_path, tiny_model_dir, method, max_steps=2, filtering=True, codapo_resample_share=0.5,
+                           codapo_repeats=1)
+    trainer.train()
+    log = step_log(trainer)
+    extra = methods.resample_count(PROMPTS, 0.5) * G if method == "codapo" else 0
+    assert (log["rollouts/kept"] == G * PROMPTS + extra).all()
+    assert (log["rollouts/generated"] == log["rollouts/kept"] + log["rollouts/discarded"]).all()
+    assert (log["rollouts/rounds"] <= 3).all()
 
 
 @pytest.mark.parametrize("method", ["guided", "codapo"])
