@@ -260,41 +260,52 @@ def test_tiny_sweep_scores_and_selects_once_and_trains_and_evaluates_each_varian
 
 
 @pytest.mark.slow
-def test_tiny_sweep_end_to_end_then_a_third_value_runs_only_its_jobs(tiny_run, tmp_path):
+def test_a_method_sweep_end_to_end_then_a_third_method_runs_only_its_jobs(tiny_run, tmp_path):
+    """The tiny sweep's arms swept over training methods (grpo, codapo; then guided added): each variant trains and
+    is evaluated, the tables name each arm's method, CoDaPO's extra rollouts count in its cost, and the third
+    method adds only its own jobs. (G as an axis: the dry run above and the listing tests; G's learnable shares
+    end to end: docs/results.md#the-tiny-sweep.)"""
     # the tiny config's pool, test set, base model, scores, base evaluation and the two arms' subsets: the sweep's
     # are the same (which jobs a fresh sweep plans: the test above); verify checks the sweep's arms only, so it runs
     subsets = tuple(f"runs/tiny/framearith/{p}/b0.2/s0/subset.parquet" for p in ("hard", "random"))
     results = inputs_from(tiny_run, tmp_path / "results", ("data", "models", "scores", "base", *subsets))
-    first = snakemake("--configfile", str(TINY_SWEEP), "--config", f"results={results}")
+    first_cfg = tmp_path / "two.yaml"
+    first_cfg.write_text(yaml.safe_dump(with_sweep({"training.method": ["grpo", "codapo"]}, codapo_repeats=1)))
+    first = snakemake("--configfile", str(first_cfg), "--config", f"results={results}")
     counts = job_counts(first.stdout + first.stderr)
     assert counts["verify"] == 1 and counts["train"] == 4 and counts["evaluate"] == 4
     assert not {"score", "select", "evaluate_base"} & set(counts), counts  # a sweep leaves them as they were
     runs = results / "runs/tiny/framearith"
     for policy in ("hard", "random"):
         assert (runs / policy / "b0.2/s0/subset.parquet").exists()
-        for G in (4, 8):
-            assert (runs / policy / f"b0.2/s0/v-G{G}/eval/framearith.parquet").exists()
+        for method in ("grpo", "codapo"):
+            assert (runs / policy / f"b0.2/s0/v-{method}/eval/framearith.parquet").exists()
     gains = pd.read_csv(results / "tables/gains_over_seeds.csv")
-    assert sorted(gains["variant"].unique()) == ["G4", "G8"] and len(gains) == 4
-    learn = pd.read_csv(results / "tables/learnable.csv")
-    assert dict(zip(learn["variant"], learn["G"])) == {"G4": 4, "G8": 8}
+    assert sorted(gains["variant"].unique()) == ["codapo", "grpo"] and len(gains) == 4
     assert "variant" in pd.read_csv(results / "tables/verdicts.csv").columns
     assert (results / "figures/gain_vs_setting.png").read_bytes()[:4] == b"\x89PNG"
+    cost = pd.read_csv(results / "tables/cost.csv").set_index(["policy", "variant"])
+    for policy in ("hard", "random"):  # CoDaPO's extra rollouts count in its cost
+        assert cost.loc[(policy, "codapo"), "training_tokens"] > cost.loc[(policy, "grpo"), "training_tokens"]
     subset_mtime = (runs / "hard/b0.2/s0/subset.parquet").stat().st_mtime_ns
 
-    cfg = raw()
-    cfg["sweep"]["training.num_generations"] = [4, 8, 2]
-    more = tmp_path / "more.yaml"
-    more.write_text(yaml.safe_dump(cfg))
+    more = tmp_path / "three.yaml"
+    more.write_text(yaml.safe_dump(with_sweep({"training.method": ["grpo", "codapo", "guided"]}, codapo_repeats=1)))
     second = snakemake("--configfile", str(more), "--config", f"results={results}")
     counts = job_counts(second.stdout + second.stderr)
-    assert counts["train"] == 2 and counts["evaluate"] == 2  # only G2's arms
+    assert counts["train"] == 2 and counts["evaluate"] == 2  # only guided's arms
     for rule in ("score", "select", "verify", "evaluate_base", "bootstrap_model", "prepare"):
         assert rule not in counts, (rule, counts)
     assert set(counts) - {"train", "evaluate", "summary", "table", "figure", "all", "total"} == set()
     assert (runs / "hard/b0.2/s0/subset.parquet").stat().st_mtime_ns == subset_mtime
-    gains = pd.read_csv(results / "tables/gains_over_seeds.csv")
-    assert sorted(gains["variant"].unique()) == ["G2", "G4", "G8"]
+    summary = (results / "summary.md").read_text()
+    matched = (results / "tables/matched_compute.md").read_text()
+    versus = pd.read_csv(results / "tables/variant_verdicts.csv")
+    for method in ("grpo", "codapo", "guided"):
+        assert f"| {method} |" in summary and f"· {method} |" in matched
+    assert len(versus) == 6 and set(versus["variant_a"]) | set(versus["variant_b"]) == {"grpo", "codapo", "guided"}
+    guided = pd.read_parquet(runs / "hard/b0.2/s0/v-guided/train_log.parquet")
+    assert guided["guided/groups"].dropna().sum() > 0  # a hard subset has groups that all fail
 
 
 @pytest.mark.parametrize("name, expected", [

@@ -302,36 +302,3 @@ def test_a_chat_prompts_guidance_begins_the_assistants_answer(tiny_model_dir):
     prompt = [{"role": "user", "content": "+5 ?"}]
     assert method_hooks.guided_prompt(prompt, "5", tok, None) == "[user]+5 ?[assistant]5"
 
-
-# --- the workflow, end to end -----------------------------------------------------------------------------------------
-
-
-@pytest.mark.slow
-def test_a_grid_of_the_three_methods_runs_and_its_tables_name_each_arms_method(tiny_run, tmp_path):
-    """The tiny config's hard arm trained with grpo, codapo and guided (a sweep over training.method), from a copy of
-    the session's tiny run; only the summary, cost and matched-compute outputs are asked for."""
-    import subprocess
-    import sys
-
-    from conftest import edited_config, inputs_from
-
-    subset = "runs/tiny/framearith/hard/b0.2/s0/subset.parquet"
-    results = inputs_from(tiny_run, tmp_path / "results", ("data", "models", "scores", "base", subset))
-    cfg = edited_config(ROOT / "tests/configs/tiny.yaml", tmp_path / "methods.yaml", policies=["hard"],
-                        training={"max_steps": 4, "save_steps": 2, "codapo_repeats": 1},
-                        sweep={"training.method": list(methods.METHODS)})
-    targets = [str(results / f) for f in ("summary.md", "tables/matched_compute.md", "tables/cost.csv")]
-    out = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *targets, "--configfile", str(cfg),
-                          "--config", f"results={results}"], cwd=ROOT, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr[-3000:]
-    summary = (results / "summary.md").read_text()
-    matched = (results / "tables/matched_compute.md").read_text()
-    for method in methods.METHODS:
-        assert f"| {method} |" in summary, summary
-        assert method in matched
-        log = pd.read_parquet(results / f"runs/tiny/framearith/hard/b0.2/s0/v-{method}/train_log.parquet")
-        assert log["rollouts/generated"].dropna().gt(0).all()
-    cost = pd.read_csv(results / "tables/cost.csv").set_index("variant")
-    assert cost.loc["codapo", "training_tokens"] > cost.loc["grpo", "training_tokens"]  # its extra rollouts count
-    guided = pd.read_parquet(results / "runs/tiny/framearith/hard/b0.2/s0/v-guided/train_log.parquet")
-    assert guided["guided/groups"].dropna().sum() > 0  # a hard subset has groups that all fail
