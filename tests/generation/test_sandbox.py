@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -71,7 +72,8 @@ def test_an_adversarial_completion_scores_zero_says_why_and_leaves_nothing(name,
     results.mkdir()
     (results / "keep.txt").write_text("mine")
     monkeypatch.setenv("GRPO_SECRET", "hunter2")
-    before = set(os.listdir("/tmp")), ours()
+    tmp = tempfile.gettempdir()  # /tmp, or under pytest-xdist the worker's own (tests/conftest.py)
+    before = set(os.listdir(tmp)), ours()
     program = f"import os\nRESULTS = {str(results)!r}\n" + code + "\n" + RIGHT.replace("sorted(xs)", "None")
     with caplog.at_level(logging.INFO, logger="grpo_budget.generation.codegrade"):
         (cg,) = codegrade.grade_code_many([fenced(program)], [GOLD], FAST)
@@ -79,7 +81,7 @@ def test_an_adversarial_completion_scores_zero_says_why_and_leaves_nothing(name,
     lines = [r.getMessage() for r in caplog.records if "scored 0" in r.getMessage()]
     assert len(lines) == 1 and cg.reason in lines[0]
     assert (results / "keep.txt").read_text() == "mine" and not Path("/escaped").exists()
-    assert set(os.listdir("/tmp")) <= before[0] | {p for p in os.listdir("/tmp") if p.startswith("grpo-sandbox-")}
+    assert set(os.listdir(tmp)) <= before[0] | {p for p in os.listdir(tmp) if p.startswith("grpo-sandbox-")}
     assert not ours() - before[1]
 
 
