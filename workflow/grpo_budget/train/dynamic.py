@@ -8,6 +8,10 @@ in at most ``training.dynamic_max_rounds`` extra generation rounds; a batch stil
 dropped groups, so every step has its configured size. Every run, filtered or not, logs per step the rollouts
 generated, kept and discarded and the completion tokens generated (train_log columns ``rollouts/*``), which the cost
 of an arm counts.
+
+The same subclass runs every ``training.method`` (:mod:`grpo_budget.train.methods`): a step's groups are generated
+(``guided`` regenerates the failed ones with guidance), filtered when dynamic sampling is on, then ``codapo`` weighs
+the batch and adds its resampled groups.
 """
 
 from __future__ import annotations
