@@ -302,3 +302,10 @@ def test_a_chat_prompts_guidance_begins_the_assistants_answer(tiny_model_dir):
     prompt = [{"role": "user", "content": "+5 ?"}]
     assert method_hooks.guided_prompt(prompt, "5", tok, None) == "[user]+5 ?[assistant]5"
 
+
+
+def test_guided_rows_keep_a_kl_term_toward_the_reference_on_the_unguided_prompt(tmp_path, tiny_model_dir):
+    trainer = make_trainer(tmp_path, tiny_model_dir, "guided", max_steps=2, beta=0.04)
+    trainer.train()
+    log = step_log(trainer)
+    assert (log["guided/groups"] > 0).all() and log["kl"].notna().all() and (log["kl"] >= 0).all()
