@@ -88,6 +88,9 @@ def test_method_settings_reach_the_fingerprint_only_for_their_method():
     assert codapo["method"] == "codapo" and codapo["codapo_repeats"] == 4 and "guidance_fraction" not in codapo
     guided = trajectory_settings(Training.from_dict({"method": "guided", "guidance_fraction": 0.3}))
     assert guided["guidance_fraction"] == 0.3 and "codapo_repeats" not in guided
+    # the default rewards (correctness alone) are what runs did before training.rewards existed
+    assert "rewards" not in trajectory_settings(Training.from_dict({"rewards": {"correct": 1}}))
+    assert trajectory_settings(Training.from_dict({"rewards": {"correct": 1, "format": 0.1}}))["rewards"]
 
 
 def test_a_dataset_without_solutions_is_refused_in_one_line_naming_it():

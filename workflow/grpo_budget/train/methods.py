@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from grpo_budget.generation.rewards import DEFAULT as DEFAULT_REWARDS
+
 
 @dataclass(frozen=True)
 class Method:
@@ -43,12 +45,14 @@ PREFIXES = {"codapo": "codapo_", "guided": "guidance_"}  # a method -> the prefi
 
 
 def inactive(training: dict) -> set[str]:
-    """The keys of a training section that do not apply to its method: the other methods' settings, and the method
-    itself when it is grpo. Left out of the fingerprint and of the job's settings, so that runs made before the
-    methods existed keep both."""
+    """The keys of a training section that change nothing a run made before they existed did: the other methods'
+    settings, the method itself when it is grpo, and the rewards when they are the default (correctness alone). Left
+    out of the fingerprint and of the job's settings, so that such runs keep their checkpoints and records."""
     method = training.get("method", "grpo")
     own = PREFIXES.get(method)
     out = {k for k in training if k.startswith(tuple(PREFIXES.values())) and not (own and k.startswith(own))}
+    if training.get("rewards") in (None, DEFAULT_REWARDS):
+        out.add("rewards")
     return out | ({"method"} if method == "grpo" else set())
 
 
