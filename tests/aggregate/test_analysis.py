@@ -493,3 +493,20 @@ def test_difficulty_truncated_share_per_tier(synthetic, tmp_path):
     assert "| n_ops 1 | 4 | 62.5 | 75.0 (+12.5) | 56.2 (-6.2) | 37.5 | 0.0 | 12.5 |" in md
     assert "| 0/4 | 1 | 0.0 | 25.0 (+25.0) | 0.0 (+0.0) | – | – | – |" in md
     assert {"truncated_share", "base_truncated_share"} <= set(pd.read_csv(tmp_path / "d.csv").columns)
+
+
+def test_the_summary_names_the_rewards_each_arm_trained_with(synthetic, tmp_path):
+    from grpo_budget.aggregate.render_arms import rewards_note
+
+    assert rewards_note(synthetic) == "Rewards: 1 × correct, every arm."  # no rewards in a manifest: today's
+    runs = []
+    for i, r in enumerate(synthetic.runs):
+        path = tmp_path / f"manifest-{i}.json"
+        path.write_text(json.dumps({"rewards": {"correct": 1.0, "format": 0.1} if r.policy == "hard" else
+                                    {"correct": 1.0}}))
+        runs.append(replace(r, manifest=str(path)))
+    note = rewards_note(replace(synthetic, runs=runs))
+    assert note.startswith("Rewards: ") and "hard @ 0.5: 1 × correct + 0.1 × format" in note
+    out = [str(tmp_path / f) for f in ("s.csv", "s.md")]
+    run.run("summary", replace(synthetic, runs=runs), out, SETTINGS)
+    assert "0.1 × format" in (tmp_path / "s.md").read_text()

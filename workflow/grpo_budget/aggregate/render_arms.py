@@ -3,6 +3,8 @@ difficulty tiers and out of distribution."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -27,7 +29,7 @@ from grpo_budget.aggregate.tiers import difficulty_table, ood_table
 from grpo_budget.aggregate.verdicts import rankings, verdict_table
 from grpo_budget.experiment.plan import Listing
 from grpo_budget.experiment.settings import Analysis
-from grpo_budget.io import atomic_path
+from grpo_budget.io import atomic_path, read_json
 
 
 @output("summary", "summary", reads={"evals", "logs", "subsets", "verify"})
@@ -74,6 +76,7 @@ def write_summary(runs: Listing, outs: list[str], s: Analysis) -> None:
             "subset, as the learnable table leads with it (fresh or empirical-Bayes pass rates). Labels bought = gold "
             "answers the arm needed: every pool item where its ranking graded the pool (a label or proxy source), "
             "else only its subset's for training. Per-seed rows: summary.csv.")
+    note += " " + rewards_note(runs)
     with atomic_path(csv_out) as tmp:
         table.to_csv(tmp, index=False)
     answer = answer_sentences(verdict_table(runs, s), s.level)
@@ -81,6 +84,20 @@ def write_summary(runs: Listing, outs: list[str], s: Analysis) -> None:
         note = "The answer: " + " ".join(answer) + " (details: tables/verdicts.md)\n\n" + note
     _write_outputs([None, md_out, rest[1] if len(rest) > 1 else None], table,
                    "grpo-budget summary: gains", note, sections)
+
+
+def rewards_note(runs: Listing) -> str:
+    """The rewards each arm trained with, from its manifest (the evaluations read it first, so it is there): one
+    sentence, naming the arms when they differ."""
+    by_arm: dict[str, str] = {}
+    for r in runs.runs:
+        path = Path(r.manifest)
+        weights = read_json(path).get("rewards", {"correct": 1.0}) if path.exists() else {"correct": 1.0}
+        by_arm[_label(r.policy, r.budget, r.variant)] = " + ".join(f"{w:g} × {n}" for n, w in weights.items())
+    kinds = set(by_arm.values())
+    if len(kinds) <= 1:
+        return f"Rewards: {next(iter(kinds), '1 × correct')}, every arm."
+    return "Rewards: " + "; ".join(f"{arm}: {w}" for arm, w in by_arm.items()) + "."
 
 
 def answer_sentences(verdicts: pd.DataFrame, level: float) -> list[str]:
