@@ -39,6 +39,22 @@ def _seeds_text(needed: float, seeds_a: int, seeds_b: int) -> str:
     return "≥ 2 seeds per arm to estimate" if min(seeds_a, seeds_b) < 2 else ""
 
 
+def _pair_columns(g: pd.DataFrame, a: str, b: str, level: float, seeds_to_decide: bool = False) -> dict:
+    """A pairwise table's display columns: A and B (columns ``a`` and ``b`` of ``g``), seeds, accuracies, A − B with
+    its interval and the verdict (then the seeds to decide an undecided pair, with ``seeds_to_decide``)."""
+    cols = {
+        "A": g[a], "B": g[b], "seeds": [f"{x}/{y}" for x, y in zip(g["seeds_a"], g["seeds_b"])],
+        "A %": g["acc_a"].map(_pct), "B %": g["acc_b"].map(_pct),
+        "A − B (pts)": g["diff_pts"].map(lambda x: _f(x, "+.1f")),
+        f"{level:.0%} interval": [_interval_text(lo, hi) for lo, hi in zip(g["diff_lo"], g["diff_hi"])],
+        "verdict": g["verdict"],
+    }
+    if seeds_to_decide:
+        cols["seeds to decide"] = [_seeds_text(n, x, y) or "–"
+                                   for n, x, y in zip(g["seeds_needed"], g["seeds_a"], g["seeds_b"])]
+    return cols
+
+
 def _markdown_table(df: pd.DataFrame) -> list[str]:
     def cell(v) -> str:
         return str(v).replace("|", "\\|")

@@ -11,7 +11,7 @@ from grpo_budget.aggregate.compute import arm_costs, matched_compute, matched_to
 from grpo_budget.aggregate.figures import _empty, _panels, _save_figure, _style
 from grpo_budget.aggregate.outputs import output
 from grpo_budget.aggregate.read import ARM, PANEL, _label, keys_in
-from grpo_budget.aggregate.render import _arm, _f, _heading, _interval_text, _pct, _sections, _write_outputs
+from grpo_budget.aggregate.render import _arm, _f, _heading, _pair_columns, _pct, _sections, _write_outputs
 from grpo_budget.experiment.plan import Listing
 from grpo_budget.experiment.settings import Analysis
 
@@ -57,12 +57,7 @@ def write_matched_compute(runs: Listing, outs: list[str], s: Analysis) -> None:
     table = matched_compute(runs, s.level, s.n_boot, s.seed)
     sections = []
     for key, g in _sections(table, PANEL):
-        disp = pd.DataFrame({
-            "A": g["arm_a"], "B": g["arm_b"], "seeds": [f"{a}/{b}" for a, b in zip(g["seeds_a"], g["seeds_b"])],
-            "A %": g["acc_a"].map(_pct), "B %": g["acc_b"].map(_pct),
-            "A − B (pts)": g["diff_pts"].map(lambda x: _f(x, "+.1f")),
-            f"{s.level:.0%} interval": [_interval_text(lo, hi) for lo, hi in zip(g["diff_lo"], g["diff_hi"])],
-            "verdict": g["verdict"]})
+        disp = pd.DataFrame(_pair_columns(g, "arm_a", "arm_b", s.level))
         sections.append((_heading(key), disp, [f"All arms read at {_tokens(g['tokens'].iloc[0])} generated "
                                                "tokens (scoring included)."]))
     note = ("Every pair of arms at equal compute: each arm's accuracy at the same total of generated tokens (the most "

@@ -15,6 +15,7 @@ from grpo_budget.aggregate.render import (
     _f,
     _heading,
     _interval_text,
+    _pair_columns,
     _pct,
     _sections,
     _seeds_text,
@@ -35,11 +36,7 @@ def write_verdicts(runs: Listing, outs: list[str], s: Analysis) -> None:
     sections = []
     for key, g in _sections(table, PANEL + keys_in(table, ["budget", "variant"])):
         disp = pd.DataFrame({
-            "A": g["arm_a"], "B": g["arm_b"], "seeds": [f"{a}/{b}" for a, b in zip(g["seeds_a"], g["seeds_b"])],
-            "A %": g["acc_a"].map(_pct), "B %": g["acc_b"].map(_pct),
-            "A − B (pts)": g["diff_pts"].map(lambda x: _f(x, "+.1f")),
-            f"{s.level:.0%} interval": [_interval_text(lo, hi) for lo, hi in zip(g["diff_lo"], g["diff_hi"])],
-            "verdict": g["verdict"],
+            **_pair_columns(g, "arm_a", "arm_b", s.level),
             "detectable (pts)": g["detectable_pts"].map(lambda x: _f(x, ".1f")),
             "seeds to decide": [_seeds_text(n, a, b) or "–"
                                 for n, a, b in zip(g["seeds_needed"], g["seeds_a"], g["seeds_b"])],
@@ -149,13 +146,7 @@ def write_variant_verdicts(runs: Listing, outs: list[str], s: Analysis) -> None:
     sections = []
     for key, g in _sections(table, PANEL + ["policy", "budget"]):
         disp = pd.DataFrame({
-            "A": g["variant_a"], "B": g["variant_b"], "seeds": [f"{a}/{b}" for a, b in zip(g["seeds_a"], g["seeds_b"])],
-            "A %": g["acc_a"].map(_pct), "B %": g["acc_b"].map(_pct),
-            "A − B (pts)": g["diff_pts"].map(lambda x: _f(x, "+.1f")),
-            f"{s.level:.0%} interval": [_interval_text(lo, hi) for lo, hi in zip(g["diff_lo"], g["diff_hi"])],
-            "verdict": g["verdict"],
-            "seeds to decide": [_seeds_text(n, a, b) or "–"
-                                for n, a, b in zip(g["seeds_needed"], g["seeds_a"], g["seeds_b"])],
+            **_pair_columns(g, "variant_a", "variant_b", s.level, seeds_to_decide=True),
             "matched tokens": g["tokens"].map(_tokens),
             "at matched tokens: A − B": [f"{_f(d, '+.1f')} {_interval_text(lo, hi)}" for d, lo, hi
                                          in zip(g["tok_diff_pts"], g["tok_diff_lo"], g["tok_diff_hi"])],
