@@ -30,6 +30,9 @@ include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/aggregate.smk"
 
 
+report: report_text()  # `snakemake --report` opens on the answer
+
+
 onstart:
     try:
         lock.acquire(config["results"])  # one writer per results folder (grpo_budget.lock)
@@ -43,6 +46,8 @@ onstart:
 
 onsuccess:
     lock.release(config["results"])
+    for line in closing_lines(P.summary_md, P.summary_html, workflow.overwrite_configfiles):
+        print(line)  # the answer and where to read more (grpo_budget.aggregate.answer)
 
 
 onerror:

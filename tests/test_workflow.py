@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from grpo_budget.aggregate.render import read_answer
 from grpo_budget.io import read_parquet
 from grpo_budget.lock import LOCK_FILE
 from conftest import TINY
@@ -94,7 +95,7 @@ def test_every_output_exists_with_columns_and_sane_values(tiny_run):
     assert summary["base_acc"].between(0, 1).all() and (summary["gain_lo"] <= summary["gain_hi"]).all()
     md = (r / "summary.md").read_text()
     assert "| hard | 0.2 |" in md and "| full | all |" in md
-    assert md.splitlines()[2].startswith("The answer: **tiny · framearith · budget")
+    assert read_answer(r / "summary.md")[0].startswith("**tiny · framearith · budget")
     verdicts = pd.read_csv(r / "tables/verdicts.csv")
     assert len(verdicts) == 1 and set(verdicts[["arm_a", "arm_b"]].iloc[0]) == {"hard", "random"}  # one budget each
     learn = pd.read_csv(r / "tables/learnable.csv")
@@ -124,7 +125,8 @@ def test_a_deleted_intermediate_is_rebuilt_by_the_plain_command(tiny_run):
     """A missing evaluation file whose consumers are up to date: the plain command re-runs the job whose input is
     gone, which rebuilds exactly that evaluation (no training); its readers' error also names the file as a target."""
     from grpo_budget.errors import UserError
-    from grpo_budget.io import read_parquet
+    from grpo_budget.aggregate.render import read_answer
+from grpo_budget.io import read_parquet
 
     args = ("--configfile", str(TINY), "--config", f"results={tiny_run}")
     evals = sorted(tiny_run.glob("runs/*/*/*/*/*/eval/*.parquet"))

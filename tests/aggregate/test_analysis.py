@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from grpo_budget import learnability, power, stats
-from grpo_budget.aggregate import gains, learnable, run, tiers, verdicts
+from grpo_budget.aggregate import gains, learnable, render, run, tiers, verdicts
 from grpo_budget.aggregate.run import OUTPUTS, names
 from grpo_budget.experiment import config, plan
 from grpo_budget.experiment.settings import Analysis, Training
@@ -238,6 +238,8 @@ def test_every_output_kind_writes_its_files(synthetic, tmp_path):
     run.run("summary", synthetic, [str(out / f) for f in ("s.csv", "s.md", "seeds.csv", "s.html")], SETTINGS)
     md = (out / "s.md").read_text()
     assert "| hard | 0.5 | 1 | 37.5 | 56.2 |" in md and "± 8.8" in md and "Largest gain: hard @ 0.5" in md
+    lead = render.read_answer(out / "s.md")  # the answer heads the summary, one sentence per budget
+    assert lead[0].startswith("**m · fa · budget 0.5:** ") and "bought" in lead[0]
     assert len(pd.read_csv(out / "seeds.csv")) == 4 and "<table" in (out / "s.html").read_text()
     with_full = _with_full(synthetic, tmp_path / "full")  # steps_to_match needs a `full` arm
     for kind in names("table"):
@@ -250,6 +252,7 @@ def test_every_output_kind_writes_its_files(synthetic, tmp_path):
             continue
         assert len(pd.read_csv(out / f"{kind}.csv")) > 0 and "<table" in (out / f"{kind}.html").read_text()
     assert "| n_ops 2 | 4 | 12.5 | 37.5 (+25.0) |" in (out / "difficulty.md").read_text()
+    assert lead[0] in render.read_answer(out / "verdicts.md")  # the same sentence heads the verdicts
     with pytest.raises(ValueError, match="unknown aggregate output"):
         run.run("figure-nope", synthetic, [str(out / "x.png")], SETTINGS)
 
@@ -326,32 +329,6 @@ def test_tiny_workflow_tables_figures_and_report(tiny_run, tmp_path):
         assert name in page, name
     for caption in ("Learning curves", "Learnable opportunities", "What each policy bought", "Accuracy by difficulty"):
         assert caption in page, caption
-
-
-def test_the_answer_names_only_distinguishable_differences():
-    """hard > easy distinguishable, hard ≈ medium, medium ≈ easy: hard and medium share rank 1, and medium is not
-    said to beat easy."""
-    from grpo_budget.aggregate.render_arms import answer_sentences
-
-    def row(a, b, acc_a, acc_b, verdict, seeds_needed=np.nan):
-        return {"model": "m", "dataset": "d", "evalset": "d", "budget": "0.1", "ood": False, "arm_a": a, "arm_b": b,
-                "seeds_a": 2, "seeds_b": 2, "acc_a": acc_a, "acc_b": acc_b, "base_acc": 0.3, "verdict": verdict,
-                "seeds_needed": seeds_needed}
-
-    pairs = [row("hard", "medium", 0.50, 0.45, "not distinguishable", 7.0),
-             row("hard", "easy", 0.50, 0.40, "hard better"),
-             row("medium", "easy", 0.45, 0.40, "not distinguishable", np.inf)]
-    ranks = {"hard": 1, "medium": 1, "easy": 2}
-    table = pd.DataFrame([{**p, "rank_a": ranks[p["arm_a"]], "rank_b": ranks[p["arm_b"]]} for p in pairs])
-    (sentence,) = answer_sentences(table, 0.95)
-    assert ("hard ranks first, distinguishably above easy, not distinguishable from medium (7 seeds per arm for 80% "
-            "power)") in sentence
-    assert ("medium ranks first, above no arm distinguishably, not distinguishable from hard (7 seeds per arm for "
-            "80% power), easy (more test items needed)") in sentence
-    table["seeds_a"] = 1  # one seed: run-to-run variance unknown
-    table["seeds_needed"] = np.nan
-    (sentence,) = answer_sentences(table, 0.95)
-    assert "not distinguishable from medium (≥ 2 seeds per arm to estimate)" in sentence
 
 
 def test_verdicts_say_how_many_seeds_would_decide(monkeypatch):
@@ -510,3 +487,21 @@ def test_the_summary_names_the_rewards_each_arm_trained_with(synthetic, tmp_path
     out = [str(tmp_path / f) for f in ("s.csv", "s.md")]
     run.run("summary", replace(synthetic, runs=runs), out, SETTINGS)
     assert "0.1 × format" in (tmp_path / "s.md").read_text()
+
+
+def test_every_figure_orders_its_panels_as_the_config_lists_models_and_datasets():
+    """zeta before alpha (config order, not alphabetical); a training set's own test set before its ood set."""
+    from grpo_budget.aggregate.read import panel_order
+
+    def run(model, dataset, evals):
+        return SimpleNamespace(model=model, dataset=dataset, evals=dict.fromkeys(evals, ""))
+
+    runs = SimpleNamespace(runs=[run("zeta", "fa", ["ood", "fa"]), run("alpha", "fa", ["fa"]), run("zeta", "gsm", ["gsm"])],
+                           scores=[SimpleNamespace(model="proxy", dataset="fa")])
+    panels = [("alpha", "fa", "fa"), ("zeta", "gsm", "gsm"), ("zeta", "fa", "ood"), ("zeta", "fa", "fa")]
+    assert panel_order(runs, [(p, None) for p in panels]) == [
+        (("zeta", "fa", "fa"), None), (("zeta", "fa", "ood"), None), (("alpha", "fa", "fa"), None),
+        (("zeta", "gsm", "gsm"), None)]
+    pairs = [("proxy", "fa"), ("zeta", "gsm"), ("alpha", "fa"), ("zeta", "fa")]  # (model, dataset) panels
+    assert panel_order(runs, pairs, key=lambda p: p) == [("zeta", "fa"), ("alpha", "fa"), ("zeta", "gsm"),
+                                                          ("proxy", "fa")]

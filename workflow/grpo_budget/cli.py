@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -329,6 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _offline_for_local_models(args)
         _threads(args.threads)
         if args.record_out:
+            # The command, reproducible from the job's log (the console shows jobs, not their JSON arguments).
+            print("grpo-budget " + shlex.join(argv), file=sys.stderr, flush=True)
             _run_job(args)
         else:
             args.func(args)

@@ -8,10 +8,11 @@ rule summary:
         files=get_output_files("summary"),
         provenance=provenance_check("summary"),
     output:
-        csv=report(P.summary_csv, caption="../report/output.rst", category="Tables", labels={"table": "gains", "format": "CSV, per seed"}),
+        csv=report(P.summary_csv, caption="../report/output.rst", category=report_category("summary", "csv"), labels={"table": "gains"}),
         md=P.summary_md,
         seeds=P.summary_seeds,
-        html=report(P.summary_html, caption="../report/output.rst", category="Tables", labels={"table": "gains", "format": "HTML"}),
+        html=report(P.summary_html, caption="../report/output.rst", category=report_category("summary"), labels={"table": "gains"}),
+        rst=P.summary_rst,
     params:
         listing=LISTING,
         record=record_args("summary"),
@@ -25,7 +26,7 @@ rule summary:
         CPU_ENV
     shell:
         "grpo-budget {params.record} aggregate summary --listing {params.listing:q} --settings {params.settings:q}"
-        " --out {output.csv:q} {output.md:q} {output.seeds:q} {output.html:q} > {log:q} 2>&1"
+        " --out {output.csv:q} {output.md:q} {output.seeds:q} {output.html:q} {output.rst:q} > {log:q} 2>&1"
 
 
 rule table:
@@ -34,9 +35,9 @@ rule table:
         files=lambda wc: get_output_files(wc.name),
         provenance=provenance_check("table"),
     output:
-        csv=report(P.table, caption="../report/output.rst", category="Tables", labels={"table": "{name}", "format": "CSV, per seed"}),
+        csv=report(P.table, caption="../report/output.rst", category=lambda wc: report_category(wc.name, "csv"), labels={"table": "{name}"}),
         md=P.table_md,
-        html=report(P.table_html, caption="../report/output.rst", category="Tables", labels={"table": "{name}", "format": "HTML"}),
+        html=report(P.table_html, caption="../report/output.rst", category=lambda wc: report_category(wc.name), labels={"table": "{name}"}),
     wildcard_constraints:
         name="|".join(names("table")),
     params:
@@ -61,7 +62,7 @@ rule figure:
         files=lambda wc: get_output_files(wc.name),
         provenance=provenance_check("figure"),
     output:
-        png=report(P.figure, caption="../report/output.rst", category="Figures", labels={"figure": "{name}"}),
+        png=report(P.figure, caption="../report/output.rst", category=lambda wc: report_category(wc.name), labels={"figure": "{name}"}),
         pdf=P.figure_pdf,
     wildcard_constraints:
         name="|".join(names("figure")),

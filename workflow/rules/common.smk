@@ -12,7 +12,8 @@ from snakemake.utils import min_version
 
 from grpo_budget import failures, lock
 from grpo_budget.io import write_text
-from grpo_budget.aggregate.run import OUTPUTS, caption, names
+from grpo_budget.aggregate.answer import closing_lines
+from grpo_budget.aggregate.run import OUTPUTS, caption, names, report_category
 from grpo_budget.cluster import cost, memory_plan
 from grpo_budget.cluster.rules import RULES, job_name, job_pattern, log_folder
 from grpo_budget.cluster.work import write_jobs
@@ -224,7 +225,12 @@ def get_output_files(name):
 def final_targets():
     """Every aggregate output; those that need out-of-distribution sets only when some dataset lists them."""
     built = [n for n, o in OUTPUTS.items() if (not o.needs_ood or plan.has_ood(config)) and o.wanted(config)]
-    files = [P.summary_csv, P.summary_md, P.summary_seeds, P.summary_html]
+    files = [P.summary_csv, P.summary_md, P.summary_seeds, P.summary_html, P.summary_rst]
     files += expand([P.figure, P.figure_pdf], name=[n for n in built if OUTPUTS[n].kind == "figure"])
     files += expand([P.table, P.table_md, P.table_html], name=[n for n in built if OUTPUTS[n].kind == "table"])
     return files
+
+
+def report_text():
+    """The HTML report's landing page: the summary job's answer once it exists, else a page saying how to get it."""
+    return os.path.abspath(P.summary_rst) if os.path.exists(P.summary_rst) else "workflow/report/no-answer.rst"

@@ -19,7 +19,9 @@ from grpo_budget.aggregate.read import (
     _policy_rank,
     _read,
     keys_in,
+    panel_order,
 )
+from grpo_budget.aggregate.regime import policies_in, regime_table
 from grpo_budget.aggregate.render import _heading, _sections
 from grpo_budget.aggregate.tiers import difficulty_table
 from grpo_budget.aggregate.verdicts import verdict_table
@@ -71,7 +73,7 @@ def _empty(ax, text: str) -> None:
 def figure_accuracy(runs: Listing, outs: Sequence[str], s: Analysis) -> None:
     """Accuracy vs checkpoint per arm (mean over seeds) with its bootstrap band; one panel per test set."""
     df = curves(runs, s)
-    groups = _sections(df, PANEL)
+    groups = panel_order(runs, _sections(df, PANEL))
     fig, axes = _panels(len(groups))
     for ax, (key, g) in zip(axes, groups):
         arm = keys_in(g, ["policy", "budget", "variant"])
@@ -102,7 +104,7 @@ def figure_learnable(runs: Listing, outs: Sequence[str], s: Analysis) -> None:
     for r in runs.runs:
         keyed.setdefault((r.model, r.dataset), []).append(r)
     fig, axes = _panels(len(keyed))
-    for ax, ((model, dataset), rs) in zip(axes, sorted(keyed.items())):
+    for ax, ((model, dataset), rs) in zip(axes, panel_order(runs, keyed.items())):
         budgets = list(dict.fromkeys((r.budget, r.variant) for r in rs))
         arms: dict[tuple, list[dict]] = {}
         for r in rs:
@@ -135,7 +137,7 @@ def figure_learnable(runs: Listing, outs: Sequence[str], s: Analysis) -> None:
 def figure_pass_rates(runs: Listing, outs: Sequence[str], s: Analysis) -> None:
     """The pool's base pass-rate histogram, each policy's subset overlaid."""
     fig, axes = _panels(len(runs.scores))
-    for ax, sc in zip(axes, runs.scores):
+    for ax, sc in zip(axes, panel_order(runs, runs.scores, key=lambda sc: (sc.model, sc.dataset))):
         pool = _read(sc.path, _available(sc.path, ["id", "pass_rate", "n_samples"]))
         K = int(pool["n_samples"].max()) if "n_samples" in pool else 8
         bins = np.linspace(-0.5 / K, 1 + 0.5 / K, K + 2) if pool["pass_rate"].nunique() <= K + 1 else 20
@@ -165,7 +167,7 @@ def figure_pass_rates(runs: Listing, outs: Sequence[str], s: Analysis) -> None:
 def figure_difficulty(runs: Listing, outs: Sequence[str], s: Analysis) -> None:
     """Accuracy per difficulty tier: base model and each arm's final checkpoint, with intervals."""
     df = difficulty_table(runs, s, over_seeds=True)
-    groups = _sections(df, PANEL)
+    groups = panel_order(runs, _sections(df, PANEL))
     fig, axes = _panels(len(groups))
     for ax, (key, g) in zip(axes, groups):
         tiers_ = g.drop_duplicates("tier").sort_values("tier_order")
@@ -201,7 +203,7 @@ def figure_difficulty(runs: Listing, outs: Sequence[str], s: Analysis) -> None:
 def figure_differences(runs: Listing, outs: Sequence[str], s: Analysis) -> None:
     """Pairwise differences A − B in final accuracy with their paired intervals; one panel per comparison."""
     table = verdict_table(runs, s)
-    groups = _sections(table, PANEL + keys_in(table, ["budget", "variant"]))
+    groups = panel_order(runs, _sections(table, PANEL + keys_in(table, ["budget", "variant"])))
     fig, axes = _panels(len(groups))
     colors = {"A": "#d62728", "B": "#1f77b4"}
     for ax, (key, g) in zip(axes, groups):
@@ -258,9 +260,10 @@ def figure_gain_vs_setting(runs: Listing, outs: Sequence[str], s: Analysis) -> N
             held = {v: tuple(format_value(runs.variants[v][o]) for o in others) for v in dict.fromkeys(g["variant"])}
             for combo in dict.fromkeys(held.values()):
                 sub = g[g["variant"].map(held) == combo]
-                panels.append((f"{model} · {dataset} · budget {budget}", key, others, combo, sub))
+                panels.append(((model, dataset), f"{model} · {dataset} · budget {budget}", key, others, combo, sub))
+    panels = panel_order(runs, panels)
     fig, axes = _panels(len(panels))
-    for ax, (title, key, others, combo, sub) in zip(axes, panels):
+    for ax, (_, title, key, others, combo, sub) in zip(axes, panels):
         values = [v[key] for v in runs.variants.values() if key in v]
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
             values = sorted(values)  # numbers in order along the axis, whatever order the sweep lists them in
@@ -280,7 +283,7 @@ def figure_gain_vs_budget(runs: Listing, outs: Sequence[str], s: Analysis) -> No
     per policy; one panel per model, dataset (and sweep variant)."""
     df = _in_distribution(gains_over_seeds(runs, s))
     by = keys_in(df, ["model", "dataset", "variant"])
-    groups = list(df.groupby(by, sort=False)) if len(df) else []
+    groups = panel_order(runs, df.groupby(by, sort=False) if len(df) else [])
     fig, axes = _panels(len(groups))
     for ax, (key, g) in zip(axes, groups):
         xs = sorted(dict.fromkeys(g["budget"].astype(str)), key=budget_sort_key)
@@ -289,4 +292,39 @@ def figure_gain_vs_budget(runs: Listing, outs: Sequence[str], s: Analysis) -> No
                ylabel="gain over the base model (points)")
     if not groups:
         _empty(axes[0], "no evaluations")
+    _save_figure(fig, outs)
+
+
+@output("gain_vs_competence", "figure", reads={"evals", "scores"}, when="models")
+def figure_gain_vs_competence(runs: Listing, outs: Sequence[str], s: Analysis) -> None:
+    """The regime map as a figure: each policy's gain over its base model (final checkpoint, with intervals)
+    against the base model's pool mean pass rate, one line per policy; one panel per dataset and budget."""
+    table = regime_table(runs, s)
+    groups = list(table.groupby(keys_in(table, ["dataset", "budget", "variant"]), sort=False)) if len(table) else []
+    fig, axes = _panels(len(groups))
+    policies = sorted(policies_in(table), key=_policy_rank)
+    for ax, (key, g) in zip(axes, groups):
+        g = g.sort_values("pool_mean")
+        span = max(float(g["pool_mean"].max() - g["pool_mean"].min()), 0.05)
+        for i, policy in enumerate(policies):
+            if f"gain_{policy}" not in g or g[f"gain_{policy}"].isna().all():
+                continue
+            x = 100 * g["pool_mean"].to_numpy() + 100 * span * 0.012 * (i - (len(policies) - 1) / 2)
+            y = g[f"gain_{policy}"].to_numpy()
+            seeds = int(g[f"seeds_{policy}"].max())
+            ax.errorbar(x, y, yerr=[y - g[f"gain_{policy}_lo"].to_numpy(), g[f"gain_{policy}_hi"].to_numpy() - y],
+                        color=_policy_color(policy), marker="o", ms=5, capsize=3,
+                        label=policy + (f" ({seeds} seeds)" if seeds > 1 else ""))
+        for _, r in g.iterrows():  # each base model named at its position along the axis
+            ax.text(100 * r["pool_mean"], 0.98, f"{r['model']}\nbase {100 * r['base_acc']:.0f}%", ha="center",
+                    va="top", fontsize=6, color="0.35", transform=ax.get_xaxis_transform())
+        ax.axhline(0, color="black", lw=1)
+        ax.set(title=" · ".join(map(str, key[:1])) + f" · budget {key[1]}" + (f" · {key[2]}" if len(key) > 2 else ""),
+               xlabel="base model's pool mean pass rate (%)", ylabel="gain over the base model (points)")
+        ax.grid(alpha=0.3)
+        ax.margins(y=0.15)
+        ax.legend(fontsize=7, title=f"bars: {s.level:.0%} interval", title_fontsize=7, loc="upper center",
+                  bbox_to_anchor=(0.5, -0.18), ncol=min(len(policies), 5))
+    if not groups:
+        _empty(axes[0], "fewer than two base models: no map")
     _save_figure(fig, outs)

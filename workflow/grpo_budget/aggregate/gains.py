@@ -74,8 +74,9 @@ def _records_by_arm(runs: Listing) -> dict[tuple, list[dict]]:
     return groups
 
 
-def gains_over_seeds(runs: Listing, s: Analysis) -> pd.DataFrame:
-    """One row per arm and evaluation set: means over seeds, std over seeds, intervals over seeds and items."""
+def gains_over_seeds(runs: Listing, s: Analysis, bought: bool = True) -> pd.DataFrame:
+    """One row per arm and evaluation set: means over seeds, std over seeds, intervals over seeds and items; with
+    ``bought``, the labels each arm bought (read from its subsets)."""
     groups = _records_by_arm(runs)
     rows = []
     for key, recs in groups.items():
@@ -83,10 +84,10 @@ def gains_over_seeds(runs: Listing, s: Analysis) -> pd.DataFrame:
         finals = np.stack([rec["steps"][rec["steps"].columns.max()].loc[base.index].to_numpy() for rec in recs])
         best = [rec["steps"].mean().max() for rec in recs]
         c = compare(base.to_numpy(), finals, s)
-        bought = [labels_bought(_read(rec["run"].subset, _available(rec["run"].subset, ["id", "scoring_labels"])))
-                  ["total"] for rec in recs]
+        labels = [labels_bought(_read(rec["run"].subset, _available(rec["run"].subset, ["id", "scoring_labels"])))
+                  ["total"] for rec in recs] if bought else [np.nan]
         rows.append({**dict(zip(ARM + ["evalset"], key)), "ood": recs[0]["ood"], "n_test": c["n_items"],
-                     "n_seeds": c["n_seeds"], "labels_bought": float(np.mean(bought)), "base_acc": c["base_acc"], "final_acc": c["final_acc"],
+                     "n_seeds": c["n_seeds"], "labels_bought": float(np.mean(labels)), "base_acc": c["base_acc"], "final_acc": c["final_acc"],
                      "final_sd": c["final_sd"], "best_acc": float(np.mean(best)), "gain_pts": c["gain_pts"],
                      "gain_sd": c["gain_sd"], "gain_lo": c["gain_lo"], "gain_hi": c["gain_hi"],
                      "rel_gain": c["rel_gain"]})

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import jinja2
 
-from grpo_budget.experiment.plan import arm_source, several_budgets
+from grpo_budget.experiment.plan import arm_source, several_budgets, trained_models
 from grpo_budget.experiment.sweep import has_sweep
 
 CAPTIONS = Path(__file__).resolve().with_name("captions")  # package data
@@ -52,8 +52,14 @@ def _label_free(config: dict) -> bool:
                                                               for a in config["policies"])
 
 
+def _several_models(config: dict) -> bool:
+    """The grid trains two or more models: a regime map (grpo_budget.aggregate.regime)."""
+    return len(trained_models(config)) >= 2
+
+
 # Conditions an output can be built under (``Output.when``).
-WHEN: dict[str, Callable[[dict], bool]] = {"sweep": _sweeps, "budgets": _several_budgets, "label_free": _label_free}
+WHEN: dict[str, Callable[[dict], bool]] = {"sweep": _sweeps, "budgets": _several_budgets, "label_free": _label_free,
+                                           "models": _several_models}
 
 
 def output(name: str, kind: str, reads: Iterable[str], needs_ood: bool = False, when: str | None = None) -> Callable:
@@ -76,6 +82,21 @@ def output(name: str, kind: str, reads: Iterable[str], needs_ood: bool = False, 
 def names(kind: str) -> list[str]:
     """The outputs of one kind, in registry order."""
     return [n for n, o in OUTPUTS.items() if o.kind == kind]
+
+
+# The HTML report's categories (`snakemake --report`), which it lists in name order: the answer first.
+ANSWER_TABLES = ("summary", "verdicts")
+REPORT_CATEGORIES = {"answer": "1. The answer", "table": "2. Tables", "figure": "3. Figures",
+                     "csv": "4. Data (CSV, per seed)"}
+
+
+def report_category(name: str, fmt: str = "html") -> str:
+    """The report category of output ``name``'s file in format ``fmt`` (csv, html or a figure's png)."""
+    if fmt == "csv":
+        return REPORT_CATEGORIES["csv"]
+    if name in ANSWER_TABLES:
+        return REPORT_CATEGORIES["answer"]
+    return REPORT_CATEGORIES["figure" if OUTPUTS[name].kind == "figure" else "table"]
 
 
 def caption_file(name: str) -> Path:

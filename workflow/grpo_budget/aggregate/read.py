@@ -105,6 +105,25 @@ def _sort_arms(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
 
 
 
+def panel_order(runs: Listing, items: Iterable, key=lambda item: item[0]) -> list:
+    """``items`` (a figure's panels) in the one order every figure uses: models and datasets as the config lists
+    them, a training set's own test set before its out-of-distribution sets; ``key(item)`` gives the panel's
+    (model, dataset[, evalset, ...]). Panels the runs do not name go last, in their own order."""
+    rank: dict[tuple, int] = {}
+    for r in runs.runs:
+        for e in [r.dataset, *[x for x in r.evals if x != r.dataset]]:
+            rank.setdefault((r.model, r.dataset), len(rank))
+            rank.setdefault((r.model, r.dataset, e), len(rank))
+    for sc in runs.scores:
+        rank.setdefault((sc.model, sc.dataset), len(rank))
+
+    def where(item) -> tuple[int, int]:
+        k = tuple(key(item))
+        return rank.get(k[:3], rank.get(k[:2], len(rank))), rank.get(k[:2], len(rank))
+
+    return sorted(items, key=where)
+
+
 def shared_ids(groups: Iterable[list[dict]]) -> pd.Index:
     """The test items every record of every group scores: what the arms of a panel are compared on."""
     ids = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -70,27 +71,54 @@ def _sections(df: pd.DataFrame, by: Sequence[str]):
     return list(df.groupby(list(by), sort=False))
 
 
+ANSWER_START, ANSWER_END = "<!-- answer -->", "<!-- /answer -->"  # around the lead paragraphs in Markdown
+
+
+def inline_html(text: str) -> str:
+    """One paragraph of the tables' Markdown as HTML: escaped, with ``**bold**`` and ```code``` rendered."""
+    out = html.escape(text, quote=False)
+    out = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", out)
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+
+
+def read_answer(md_path: str) -> list[str]:
+    """The lead paragraphs (the answer) of a table's Markdown file written with ``lead``; empty without them."""
+    text = open(md_path, encoding="utf-8").read()
+    if ANSWER_START not in text or ANSWER_END not in text:
+        return []
+    inside = text.split(ANSWER_START, 1)[1].split(ANSWER_END, 1)[0]
+    return [p.strip() for p in inside.split("\n\n") if p.strip()]
+
+
 def _write_outputs(outs: Sequence[str], per_seed: pd.DataFrame, title: str, note: str,
-                   sections: list[tuple[str, pd.DataFrame, list[str]]]) -> None:
-    """CSV (``per_seed``, full precision), Markdown and HTML (the display ``sections``: heading, frame, notes)."""
+                   sections: list[tuple[str, pd.DataFrame, list[str]]], lead: Sequence[str] = ()) -> None:
+    """CSV (``per_seed``, full precision), Markdown and HTML (the display ``sections``: heading, frame, notes);
+    ``lead``: paragraphs before the note (the answer), marked in the Markdown so that :func:`read_answer` finds
+    them."""
     csv_out, md_out, html_out = (list(outs) + [None, None])[:3]
     if csv_out:
         with atomic_path(csv_out) as tmp:
             per_seed.to_csv(tmp, index=False)
-    lines = [f"# {title}", "", note, ""]
-    parts = [f"<h1>{html.escape(title)}</h1>", f"<p>{html.escape(note)}</p>"]
+    lines = [f"# {title}", ""]
+    parts = [f"<h1>{html.escape(title)}</h1>"]
+    if lead:
+        lines += [ANSWER_START, "", *[x for p in lead for x in (p, "")], ANSWER_END, ""]
+        parts += ["<div class='answer'>", *[f"<p>{inline_html(p)}</p>" for p in lead], "</div>"]
+    lines += [note, ""]
+    parts.append(f"<p class='note'>{inline_html(note)}</p>")
     if not sections:
         lines += ["(nothing to show)", ""]
         parts.append("<p>(nothing to show)</p>")
     for heading, frame, notes in sections:
         lines += [f"## {heading}", "", *_markdown_table(frame), ""] + [f"{n}  " for n in notes] + ([""] if notes else [])
         parts += [f"<h2>{html.escape(heading)}</h2>", frame.to_html(index=False, escape=True, border=0)]
-        parts += [f"<p>{html.escape(n)}</p>" for n in notes]
+        parts += [f"<p>{inline_html(n)}</p>" for n in notes]
     if md_out:
         write_text("\n".join(lines).rstrip() + "\n", md_out)
     if html_out:
         style = ("body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin-bottom:1em}"
-                 "th,td{padding:3px 9px;border-bottom:1px solid #ddd;text-align:right}th{background:#f4f4f4}")
+                 "th,td{padding:3px 9px;border-bottom:1px solid #ddd;text-align:right}th{background:#f4f4f4}"
+                 ".answer{font-size:1.1em;border-left:4px solid #1f77b4;padding-left:0.8em}.note{color:#444}")
         write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
                    f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n", html_out)
 

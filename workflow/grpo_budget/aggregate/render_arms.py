@@ -9,10 +9,11 @@ import numpy as np
 import pandas as pd
 
 from grpo_budget import stats
+from grpo_budget.aggregate.answer import answer_sentences, landing_rst, overlap_note, subset_overlap
 from grpo_budget.aggregate.gains import gains_over_seeds, summary_table
 from grpo_budget.aggregate.learnable import learnable_table
 from grpo_budget.aggregate.outputs import output
-from grpo_budget.aggregate.read import ARM, PANEL, _label, keys_in
+from grpo_budget.aggregate.read import ARM, PANEL, _label, _read, keys_in
 from grpo_budget.aggregate.render import (
     _arm,
     _f,
@@ -21,20 +22,20 @@ from grpo_budget.aggregate.render import (
     _mean_sd,
     _pct,
     _sections,
-    _seeds_text,
     _with_variant,
     _write_outputs,
 )
 from grpo_budget.aggregate.tiers import difficulty_table, ood_table
-from grpo_budget.aggregate.verdicts import rankings, verdict_table
+from grpo_budget.aggregate.verdicts import verdict_table
 from grpo_budget.experiment.plan import Listing
 from grpo_budget.experiment.settings import Analysis
-from grpo_budget.io import atomic_path, read_json
+from grpo_budget.io import atomic_path, read_json, write_text
 
 
 @output("summary", "summary", reads={"evals", "logs", "subsets", "verify"})
 def write_summary(runs: Listing, outs: list[str], s: Analysis) -> None:
-    """``outs``: summary CSV (per seed), Markdown, and optionally the over-seeds CSV and an HTML page."""
+    """``outs``: summary CSV (per seed), Markdown, and optionally the over-seeds CSV, an HTML page and the HTML
+    report's landing text (reStructuredText)."""
     table = summary_table(runs, s)
     over = gains_over_seeds(runs, s)
     csv_out, md_out, *rest = outs
@@ -79,11 +80,23 @@ def write_summary(runs: Listing, outs: list[str], s: Analysis) -> None:
     note += " " + rewards_note(runs)
     with atomic_path(csv_out) as tmp:
         table.to_csv(tmp, index=False)
-    answer = answer_sentences(verdict_table(runs, s), s.level)
-    if answer:
-        note = "The answer: " + " ".join(answer) + " (details: tables/verdicts.md)\n\n" + note
-    _write_outputs([None, md_out, rest[1] if len(rest) > 1 else None], table,
-                   "grpo-budget summary: gains", note, sections)
+    lead = answer_sentences(verdict_table(runs, s), over)
+    overlap = overlap_note(subset_overlap(subsets_by_policy(runs)))
+    lead += ([overlap] if overlap else []) + ["Every pair of arms, with its interval: `tables/verdicts.md`."]
+    _write_outputs([None, md_out, rest[1] if len(rest) > 1 else None], table, "grpo-budget summary: gains", note,
+                   sections, lead)
+    if len(rest) > 2:
+        write_text(landing_rst(lead, over, s.level), rest[2])
+
+
+def subsets_by_policy(runs: Listing) -> dict[tuple, dict[str, list[set]]]:
+    """Per (model, dataset, budget) and policy: the ids each seed's subset bought (a sweep's variants share them)."""
+    out: dict[tuple, dict[str, dict[int, set]]] = {}
+    for r in runs.runs:
+        seeds = out.setdefault((r.model, r.dataset, r.budget), {}).setdefault(r.policy, {})
+        if r.seed not in seeds:
+            seeds[r.seed] = set(_read(r.subset, ["id"])["id"])
+    return {k: {p: [ids for _, ids in sorted(by_seed.items())] for p, by_seed in v.items()} for k, v in out.items()}
 
 
 def rewards_note(runs: Listing) -> str:
@@ -98,37 +111,6 @@ def rewards_note(runs: Listing) -> str:
     if len(kinds) <= 1:
         return f"Rewards: {next(iter(kinds), '1 × correct')}, every arm."
     return "Rewards: " + "; ".join(f"{arm}: {w}" for arm, w in by_arm.items()) + "."
-
-
-def answer_sentences(verdicts: pd.DataFrame, level: float) -> list[str]:
-    """The answer, one sentence per model × dataset × budget (in distribution), from the verdict table: the
-    first-ranked arms, and for each the arms it is distinguishably better than and those it cannot be told from,
-    with the seeds per arm that would tell them apart (``seeds_needed``)."""
-    lines = []
-    own = verdicts[~verdicts["ood"].astype(bool)] if len(verdicts) else verdicts
-    for key, g in _sections(own, PANEL + keys_in(own, ["budget", "variant"])):
-        model, dataset, _, budget = key[:4]
-        budget = f"{budget} · {key[4]}" if len(key) > 4 else budget
-        ranks = rankings(g)
-        seeds = int(ranks["seeds"].min())
-        how = (f"at {level:.0%}, {seeds} seed{'s' if seeds > 1 else ''} per arm, paired intervals over test items"
-               + (" and seeds" if seeds > 1 else ""))
-        accs = ", ".join(f"{p} {_pct(a)}%" for p, a in zip(ranks["policy"], ranks["acc"]))
-        head = f"**{model} · {dataset} · budget {budget}** (base {_pct(ranks['base_acc'].iloc[0])}%): "
-        clauses = []
-        for leader in ranks.loc[ranks["rank"] == 1, "policy"]:
-            mine = g[(g["arm_a"] == leader) | (g["arm_b"] == leader)]
-            other = np.where(mine["arm_a"] == leader, mine["arm_b"], mine["arm_a"])
-            beats = [o for o, v in zip(other, mine["verdict"]) if v == f"{leader} better"]
-            ties = [o + (f" ({text})" if (text := _seeds_text(n, sa, sb)) else "")
-                    for o, v, n, sa, sb in zip(other, mine["verdict"], mine["seeds_needed"], mine["seeds_a"],
-                                               mine["seeds_b"]) if v == "not distinguishable"]
-            clause = f"{leader} ranks first"
-            clause += f", distinguishably above {', '.join(beats)}" if beats else ", above no arm distinguishably"
-            clause += f", not distinguishable from {', '.join(ties)}" if ties else ""
-            clauses.append(clause)
-        lines.append(head + "; ".join(clauses) + f" ({how}; final accuracy {accs}).")
-    return lines
 
 
 @output("learnable", "table", reads={"logs", "subsets", "verify"})

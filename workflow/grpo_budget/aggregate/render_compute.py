@@ -10,7 +10,7 @@ import pandas as pd
 from grpo_budget.aggregate.compute import arm_costs, matched_compute, matched_tokens, mean_curves, seed_curves
 from grpo_budget.aggregate.figures import _empty, _panels, _save_figure, _style
 from grpo_budget.aggregate.outputs import output
-from grpo_budget.aggregate.read import ARM, PANEL, _label, keys_in
+from grpo_budget.aggregate.read import ARM, PANEL, _label, keys_in, panel_order
 from grpo_budget.aggregate.render import _arm, _f, _heading, _pair_columns, _pct, _sections, _write_outputs
 from grpo_budget.experiment.plan import Listing
 from grpo_budget.experiment.settings import Analysis
@@ -73,7 +73,7 @@ def figure_accuracy_vs_tokens(runs: Listing, outs: Sequence[str], s: Analysis) -
     """Accuracy (mean over seeds) against generated tokens, scoring included, every checkpoint a point."""
     curves = seed_curves(runs)
     df = mean_curves(curves)
-    groups = _sections(df, PANEL)
+    groups = panel_order(runs, _sections(df, PANEL))
     fig, axes = _panels(len(groups))
     for ax, (key, g) in zip(axes, groups):
         arm = keys_in(g, ["policy", "budget", "variant"])

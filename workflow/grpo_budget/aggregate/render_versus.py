@@ -8,9 +8,12 @@ import json
 import numpy as np
 import pandas as pd
 
+from grpo_budget.aggregate.answer import answer_sentences
 from grpo_budget.aggregate.calibration import label_free_calibration
+from grpo_budget.aggregate.gains import gains_over_seeds
 from grpo_budget.aggregate.outputs import output
 from grpo_budget.aggregate.read import PANEL, keys_in
+from grpo_budget.aggregate.regime import policies_in, regime_table
 from grpo_budget.aggregate.render import (
     _f,
     _heading,
@@ -59,7 +62,8 @@ def write_verdicts(runs: Listing, outs: list[str], s: Analysis) -> None:
             "bootstrap; seeds to decide (undecided pairs): the seeds per arm, on the same items, that would decide "
             f"the observed difference with {POWER:.0%} power, or more test items needed (the items alone leave it "
             f"undecided, or it takes over {MAX_SEEDS} seeds).")
-    _write_outputs(outs, table, "Which subset bought more: arm against arm", note, sections)
+    _write_outputs(outs, table, "Which subset bought more: arm against arm", note, sections,
+                   answer_sentences(table, gains_over_seeds(runs, s, bought=False)))
 
 
 @output("steps_to_match", "table", reads={"evals"})
@@ -160,3 +164,28 @@ def write_variant_verdicts(runs: Listing, outs: list[str], s: Analysis) -> None:
             f"{s.level:.0%} paired bootstrap interval over test items and seeds. Seeds to decide: as in the verdicts "
             "table.")
     _write_outputs(outs, table, "Which way of training won: variant against variant", note, sections)
+
+
+@output("regime", "table", reads={"evals", "scores"}, when="models")
+def write_regime(runs: Listing, outs: list[str], s: Analysis) -> None:
+    table = regime_table(runs, s)
+    policies = policies_in(table)
+    sections = []
+    for key, g in _sections(table, keys_in(table, ["dataset", "budget", "variant"])):
+        disp = pd.DataFrame({
+            "model": g["model"], "base %": g["base_acc"].map(_pct), "pool mean %": g["pool_mean"].map(_pct),
+            "at 0 %": g["share_zero"].map(_pct), "mixed %": g["share_mixed"].map(_pct),
+            "at 1 %": g["share_one"].map(_pct), "samples/item": g["mean_samples"].map(lambda x: _f(x, ".1f")),
+            **{p: [f"{_f(v, '+.1f')} {_interval_text(lo, hi)}" for v, lo, hi in
+                   zip(g[f"gain_{p}"], g[f"gain_{p}_lo"], g[f"gain_{p}_hi"])] for p in policies},
+            "first (nothing beats it)": g["first"], "winners": g["winners"].replace("", "none decided"),
+        })
+        sections.append((" · ".join(map(str, key[:1])) + f" · budget {key[1]}"
+                         + (f" · variant {key[2]}" if len(key) > 2 else ""), disp, []))
+    note = ("Which subset pays, base model by base model (rows ordered by the pool's mean pass rate). The pool's "
+            "profile comes from each model's own score table: its mean pass rate and the shares of items with no "
+            "correct sample (at 0), mixed outcomes, and every sample correct (at 1), over each item's samples. "
+            f"Each arm's cell: its gain over the base model in points with its {s.level:.0%} interval (over test "
+            "items and seeds). First: the arms no other arm beats distinguishably (the verdicts table); winners: "
+            "those of them that beat some arm.")
+    _write_outputs(outs, table, "The regime map: which subset pays for which base model", note, sections)

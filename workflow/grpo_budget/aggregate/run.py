@@ -31,12 +31,12 @@ from grpo_budget.aggregate import figures  # noqa: F401
 
 # isort: split
 from grpo_budget.aggregate import render_compute  # noqa: F401  (its tables and figure, after the figures it draws on)
-from grpo_budget.aggregate.outputs import OUTPUTS, caption, names
+from grpo_budget.aggregate.outputs import OUTPUTS, caption, names, report_category
 from grpo_budget.errors import UserError
 from grpo_budget.experiment.plan import Listing
 from grpo_budget.experiment.settings import Analysis
 
-__all__ = ["OUTPUTS", "caption", "names", "run"]  # the registry, complete (importing this module fills it)
+__all__ = ["OUTPUTS", "caption", "names", "report_category", "run"]  # the registry, complete (importing this module fills it)
 
 
 def run(name: str, listing: Listing | str | Path, outs: list[str], settings: dict | None) -> None:

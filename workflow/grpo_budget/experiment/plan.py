@@ -18,8 +18,7 @@ from grpo_budget.select.policies import fixed_size
 from grpo_budget.select.sources import SOURCES, split_arm
 from grpo_budget.train import methods
 
-# ---------------------------------------------------------------------------------------------------------------
-# Paths (relative to the configured results folder; the one place each is defined)
+# Paths (relative to the configured results folder; the one place each is defined) ---------------------------------
 
 RUN_DIR = "runs/{model}/{dataset}/{policy}/b{budget}/s{seed}"
 PATTERNS = {
@@ -38,6 +37,7 @@ PATTERNS = {
     "summary_md": "summary.md",
     "summary_seeds": "tables/gains_over_seeds.csv",
     "summary_html": "tables/summary.html",
+    "summary_rst": "summary.rst",  # the answer, as the landing page of `snakemake --report`
     "figure": "figures/{name}.png",
     "figure_pdf": "figures/{name}.pdf",
     "table": "tables/{name}.csv",
