@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from grpo_budget.aggregate import outputs, run
-from grpo_budget.aggregate.read import _sort_arms
+from grpo_budget.aggregate.read import sort_arms
 from grpo_budget.experiment import config, plan, schema, settings
 from grpo_budget.prepare.benchmarks import BENCHMARKS
 from grpo_budget.prepare.splits import GENERATORS
@@ -114,7 +114,7 @@ def test_budgets_sort_numerically():
     labels = ["100", "25", "all", "0.5", "0.05", "1e-05"]
     assert sorted(labels, key=plan.budget_sort_key) == ["1e-05", "0.05", "0.5", "25", "100", "all"]
     df = pd.DataFrame({"model": "m", "dataset": "d", "policy": "hard", "budget": ["100", "25", "0.5"]})
-    assert list(_sort_arms(df)["budget"]) == ["0.5", "25", "100"]
+    assert list(sort_arms(df)["budget"]) == ["0.5", "25", "100"]
 
 
 def test_tiny_fraction_and_counts_build_their_dag(tmp_path):

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from grpo_budget.stats import _as_1d
+from grpo_budget.stats import as_1d
 
 __all__ = [
     "expected_learnable_beta",
@@ -46,7 +46,7 @@ def expected_learnable_share(pass_rates: object, G: int) -> float:
     Mean of :func:`predicted_learnable` over the subset's per-item pass rates; NaN where some are unknown (NaN: an
     unlabeled pool's, or a proxy arm's, whose trained model never scored the pool).
     """
-    pr = _as_1d(pass_rates, "pass_rates")
+    pr = as_1d(pass_rates, "pass_rates")
     if np.isnan(pr).any():
         return float("nan")
     return float(predicted_learnable(pr, G).mean())

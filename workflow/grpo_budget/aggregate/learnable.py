@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_budget import stats
-from grpo_budget.aggregate.read import KEYS, _available, _read, _sort_arms, finish
+from grpo_budget.aggregate.read import KEYS, available_columns, read_table, sort_arms, finish
 from grpo_budget.experiment.plan import Listing
 from grpo_budget.experiment.settings import Analysis
 from grpo_budget.learnability import expected_learnable_beta, expected_learnable_share, learnable_from_log, window_steps
@@ -16,10 +16,10 @@ from grpo_budget.learnability import expected_learnable_beta, expected_learnable
 def _fresh_counts(runs: Listing, r) -> pd.DataFrame | None:
     """The verification's fresh counts of this run's model and dataset (indexed by id), where it ran."""
     path = next((v.path for v in runs.verify if (v.model, v.dataset) == (r.model, r.dataset)), None)
-    return _read(path, ["id", "n_samples", "n_correct"]).set_index("id") if path else None
+    return read_table(path, ["id", "n_samples", "n_correct"]).set_index("id") if path else None
 
 
-def _learnable_row(r, runs: Listing, s: Analysis) -> dict:
+def learnable_row(r, runs: Listing, s: Analysis) -> dict:
     """Predicted learnable share of one run's subset three ways, and the share observed at the start of training.
 
     plug-in: 1 − pᴳ − (1 − p)ᴳ at the scored pass rate; posterior: its expectation under each item's
@@ -31,7 +31,7 @@ def _learnable_row(r, runs: Listing, s: Analysis) -> dict:
     G = int(runs.training_value(r, "num_generations"))
     groups = int(runs.training_value(r, "prompts_per_step"))
     cols = ["id", "pass_rate", "n_samples", "n_correct", "eb_prior_a", "eb_prior_b"]
-    subset = _read(r.subset, _available(r.subset, cols))
+    subset = read_table(r.subset, available_columns(r.subset, cols))
     plugin = expected_learnable_share(subset["pass_rate"].to_numpy(), G)
     has_prior = {"eb_prior_a", "eb_prior_b", "n_correct", "n_samples"} <= set(subset.columns) and bool(
         np.isfinite(subset[["eb_prior_a", "eb_prior_b", "n_correct"]].to_numpy(float)).all())  # unlabeled: NaN
@@ -48,7 +48,7 @@ def _learnable_row(r, runs: Listing, s: Analysis) -> dict:
                 fresh = float(np.mean(expected_learnable_beta(a0 + kf, b0 + nf - kf, G)))
     lead, lead_name = (fresh, "fresh") if np.isfinite(fresh) else (posterior, "posterior") if np.isfinite(posterior) \
         else (plugin, "plug-in")
-    log = _read(r.log)
+    log = read_table(r.log)
     learn = learnable_from_log(log) if "frac_reward_zero_std" in log else pd.DataFrame(columns=["learnable"])
     n = window_steps(len(learn), s.learnable_window)
     first = float(learn["learnable"].iloc[:n].mean()) if n else np.nan
@@ -70,5 +70,5 @@ def learnable_table(runs: Listing, s: Analysis) -> pd.DataFrame:
     (``analysis.learnable_window``); ``observed_lo``/``observed_hi`` a Wilson interval over those steps' groups
     (prompts_per_step per step); ``observed_all_pct`` the mean over all steps (the paper's "learnable %").
     """
-    table = _sort_arms(pd.DataFrame([_learnable_row(r, runs, s) for r in runs.runs]), ["seed"]).reset_index(drop=True)
+    table = sort_arms(pd.DataFrame([learnable_row(r, runs, s) for r in runs.runs]), ["seed"]).reset_index(drop=True)
     return finish(table, runs)

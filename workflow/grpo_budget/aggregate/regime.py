@@ -12,7 +12,7 @@ import pandas as pd
 
 from grpo_budget.aggregate.answer import beats
 from grpo_budget.aggregate.gains import gains_over_seeds
-from grpo_budget.aggregate.read import _available, _read
+from grpo_budget.aggregate.read import available_columns, read_table
 from grpo_budget.aggregate.verdicts import verdict_table
 from grpo_budget.experiment.plan import Listing
 from grpo_budget.experiment.settings import Analysis
@@ -51,7 +51,8 @@ def regime_table(runs: Listing, s: Analysis) -> pd.DataFrame:
     rows = []
     for key, g in gains.groupby(by, sort=False):
         path = score_paths.get(key[:2])
-        prof = profile(_read(path, _available(path, ["n_samples", "n_correct"]))) if path else dict.fromkeys(PROFILE)
+        prof = (profile(read_table(path, available_columns(path, ["n_samples", "n_correct"]))) if path
+                else dict.fromkeys(PROFILE))
         v = verdicts
         for k, val in zip(by, key):
             v = v[v[k] == val] if len(v) else v

@@ -57,7 +57,7 @@ import pandas as pd
 from grpo_budget.errors import UserError
 from grpo_budget.experiment.schema_file import defaults
 from grpo_budget.prepare.benchmarks import BENCHMARKS, gold_source, origin
-from grpo_budget.prepare.rows import _hash, excerpt
+from grpo_budget.prepare.rows import short_hash, excerpt
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def _spec(name: str, spec: dict | None) -> dict:
 def _cap(frame: pd.DataFrame, max_items: int | None, seed: int, salt: str) -> pd.DataFrame:
     if max_items is None or len(frame) <= int(max_items):
         return frame.reset_index(drop=True)
-    rng = np.random.default_rng([int(seed), int(_hash(salt, 8), 16)])
+    rng = np.random.default_rng([int(seed), int(short_hash(salt, 8), 16)])
     keep = np.sort(rng.choice(len(frame), size=int(max_items), replace=False))
     return frame.iloc[keep].reset_index(drop=True)
 
