@@ -158,7 +158,8 @@ def test_tests_mirror_the_stage_folders():
 LIGHT = {
     "the Snakefile's imports (workflow/rules/common.smk)": [
         "grpo_budget.failures", "grpo_budget.lock", "grpo_budget.aggregate.run", "grpo_budget.cluster.cost",
-        "grpo_budget.cluster.memory_plan", "grpo_budget.cluster.rules", "grpo_budget.cluster.work",
+        "grpo_budget.cluster.memory_plan", "grpo_budget.experiment.rules", "grpo_budget.cluster.work",
+        "grpo_budget.cluster.jobs",
         "grpo_budget.experiment.config", "grpo_budget.experiment.plan", "grpo_budget.experiment.provenance",
         "grpo_budget.hub", "grpo_budget.select.policies"],
     "a prepare job": ["grpo_budget.cli", "grpo_budget.prepare.splits"],

@@ -19,7 +19,7 @@ from grpo_budget import learnability, power, stats
 from grpo_budget.aggregate import gains, learnable, render, run, tiers, verdicts
 from grpo_budget.aggregate.run import OUTPUTS, names
 from grpo_budget.experiment import config, plan
-from grpo_budget.experiment.settings import Analysis, Training
+from grpo_budget.config.settings import Analysis, Training
 from grpo_budget.prepare import framearith
 from grpo_budget.train import training
 from conftest import TINY

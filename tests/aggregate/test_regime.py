@@ -57,7 +57,7 @@ def grid(tmp_path) -> plan.Listing:
 
 
 def test_the_map_names_each_base_models_winner(grid):
-    from grpo_budget.experiment.settings import Analysis
+    from grpo_budget.config.settings import Analysis
 
     t = regime.regime_table(grid, Analysis.from_dict(SETTINGS))
     assert list(t["model"]) == ["weak", "strong"]  # ordered by the pool's mean pass rate

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grpo_budget.experiment import config, schema
+from grpo_budget.config import schema
+from grpo_budget.experiment import config
 from conftest import missing_data
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,16 +102,21 @@ def test_unknown_backend_and_grading_mode():
         config.validate(cfg)
 
 
-def test_snakemake_refuses_bad_config_before_any_job(tmp_path):
+@pytest.mark.parametrize("section, change, needles", [
+    ("policies", ["bogus"], ("policies[0]", "'bogus'")),
+    ("training", {"rewards": {"corect": 1.0}}, ("training.rewards", "'corect'", "allowed: 'correct', 'format'")),
+])
+def test_snakemake_refuses_bad_config_before_any_job(tmp_path, section, change, needles):
     import subprocess
 
     cfg = copy.deepcopy(DEFAULT)
-    cfg["policies"] = ["bogus"]
+    cfg[section] = {**cfg.get(section, {}), **change} if isinstance(change, dict) else change
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(path)], cwd=ROOT, capture_output=True, text=True)
-    assert out.returncode != 0
-    assert "policies[0]" in out.stdout + out.stderr and "'bogus'" in out.stdout + out.stderr
+    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(path)], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode != 0 and "Job stats" not in out.stdout + out.stderr  # no job planned, none run
+    assert all(n in out.stdout + out.stderr for n in needles), out.stderr[-2000:]
 
 
 def test_label_free_sources_are_checked_before_any_job():

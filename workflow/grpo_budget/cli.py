@@ -52,7 +52,7 @@ def cmd_prepare(a: argparse.Namespace) -> None:
 
 
 def cmd_bootstrap_model(a: argparse.Namespace) -> None:
-    from grpo_budget.experiment.settings import Bootstrap
+    from grpo_budget.config.settings import Bootstrap
     from grpo_budget.io import read_parquet
     from grpo_budget.train.tinymodel import bootstrap
 
@@ -62,7 +62,7 @@ def cmd_bootstrap_model(a: argparse.Namespace) -> None:
 
 
 def cmd_score(a: argparse.Namespace) -> None:
-    from grpo_budget.experiment.settings import Adaptive, Generation
+    from grpo_budget.config.settings import Adaptive, Generation
     from grpo_budget.score.scoring import score
 
     adaptive = a.settings.get("adaptive")
@@ -71,7 +71,7 @@ def cmd_score(a: argparse.Namespace) -> None:
 
 
 def cmd_verify(a: argparse.Namespace) -> None:
-    from grpo_budget.experiment.settings import Generation
+    from grpo_budget.config.settings import Generation
     from grpo_budget.score.verify import verify
 
     verify(a.model, a.subsets, a.out, Generation.from_dict(a.settings, "scoring"), a.dataset)
@@ -85,11 +85,11 @@ def cmd_select(a: argparse.Namespace) -> None:
     scores = read_parquet(a.scores)
     cols = [c for c in scores.columns if c not in ("samples", "answers", "correct", "format_ok")]
     write_parquet(select(scores[cols], a.policy, parse_budget(a.budget), a.seed, a.tiers, a.rounding,
-                         a.group_size, a.source), a.out)
+                         a.num_generations, a.source), a.out)
 
 
 def cmd_train(a: argparse.Namespace) -> None:
-    from grpo_budget.experiment.settings import Training
+    from grpo_budget.config.settings import Training
     from grpo_budget.train.training import train
 
     train(a.subset, a.model, a.checkpoints, a.log_out, a.manifest_out, Training.from_dict(a.settings), a.dataset,
@@ -98,7 +98,7 @@ def cmd_train(a: argparse.Namespace) -> None:
 
 def cmd_evaluate(a: argparse.Namespace) -> None:
     from grpo_budget.evaluate.evaluation import evaluate
-    from grpo_budget.experiment.settings import Generation
+    from grpo_budget.config.settings import Generation
 
     evaluate(a.model, a.test, a.out, Generation.from_dict(a.settings, "evaluation"), a.dataset, a.manifest,
              a.final_only)
@@ -163,6 +163,7 @@ def cmd_validate_config(a: argparse.Namespace) -> None:
 
 def cmd_plan(a: argparse.Namespace) -> None:
     from grpo_budget.cluster import cost, memory, memory_plan
+    from grpo_budget.cluster.jobs import card
     from grpo_budget.experiment.config import load
 
     cfg = load(a.configfile)
@@ -177,7 +178,7 @@ def cmd_plan(a: argparse.Namespace) -> None:
         cfg["gpu"] = dict(cfg["gpu"], memory_gib=a.gpu_memory_gib)
     budgets = memory_plan.check_config(cfg)
     if budgets:
-        print(memory.render(budgets, memory_plan.card(cfg), cfg["device"]) + "\n")
+        print(memory.render(budgets, card(cfg), cfg["device"]) + "\n")
     text, path = cost.write_plan(cfg, a.parallel)
     print(text + f"\nwritten to {path} (per job: {path.with_suffix('.csv')})")
 
@@ -191,7 +192,13 @@ def parser() -> argparse.ArgumentParser:
                    "(PATH.lock) while it runs, written when it succeeds (grpo_budget.experiment.provenance)")
     p.add_argument("--record", metavar="JSON", help="the record's content (with --record-out)")
     sub = p.add_subparsers(dest="command", required=True)
+    _job_commands(sub)
+    _user_commands(sub)
+    return p
 
+
+def _job_commands(sub) -> None:
+    """The subcommands the workflow's rules run, one per stage."""
     s = sub.add_parser("prepare", help="dataset entry -> pool/test Parquet")
     s.add_argument("--dataset", type=_json, required=True, help="the config's dataset entry (JSON)")
     s.add_argument("--out", nargs="+", required=True, metavar="SPLIT=PATH")
@@ -237,7 +244,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, required=True)
     s.add_argument("--rounding", choices=["half_up", "floor"], required=True, help="config budget_rounding")
     s.add_argument("--tiers", type=_json, default=None, help='the dataset\'s tiers, e.g. {"column": "level", "values": [1, 2]}')
-    s.add_argument("--group-size", type=int, default=None, help="training G (the learnable policy ranks by it)")
+    s.add_argument("--group-size", dest="num_generations", type=int, default=None,
+                   help="training.num_generations, the group size G (the learnable policy ranks by it)")
     s.add_argument("--source", default="labels",
                    help="difficulty source of a bare policy name (config scoring.difficulty; POLICY@SOURCE overrides)")
     s.add_argument("--out", required=True)
@@ -261,6 +269,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", nargs="+", required=True)
     s.set_defaults(func=cmd_aggregate)
 
+
+def _user_commands(sub) -> None:
+    """The subcommands a user runs: plans, checks, model fetching, and the tools passed through to their module."""
     s = sub.add_parser("plan", help="the memory plan (device cuda) and the cost plan: jobs, tokens, GPU-hours, wall time")
     s.add_argument("--configfile", default="config.yaml", help="the experiment config (default: the embedded one)")
     s.add_argument("--config", nargs="*", metavar="results=DIR", help="the results folder, as with snakemake")
@@ -303,7 +314,6 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("grade", help="grade a JSON lines file of completions against a benchmark -> CSV", add_help=False)
     sub.add_parser("install-profile", help="link profiles/slurm into ~/.config/snakemake", add_help=False)
     sub.add_parser("launch", help="run the Snakemake controller itself as a SLURM job (submitit)", add_help=False)
-    return p
 
 
 PASSTHROUGH = {"check-grader": ("generation.check_grader", "main"), "grade": ("generation.grade_cli", "main"),

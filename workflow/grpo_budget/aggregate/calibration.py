@@ -11,7 +11,7 @@ import pandas as pd
 from grpo_budget import stats
 from grpo_budget.aggregate.read import available_columns, read_table
 from grpo_budget.experiment.plan import FULL_LABEL, Listing, parse_budget
-from grpo_budget.experiment.settings import Analysis
+from grpo_budget.config.settings import Analysis
 from grpo_budget.select.policies import difficulty, select
 from grpo_budget.select.sources import ranking_counts
 

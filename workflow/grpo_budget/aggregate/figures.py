@@ -26,7 +26,7 @@ from grpo_budget.aggregate.render import section_heading, groups_of
 from grpo_budget.aggregate.tiers import difficulty_table
 from grpo_budget.aggregate.verdicts import verdict_table
 from grpo_budget.experiment.plan import Listing, budget_sort_key
-from grpo_budget.experiment.settings import Analysis
+from grpo_budget.config.settings import Analysis
 from grpo_budget.experiment.sweep import format_value, label
 from grpo_budget.io import atomic_path
 from grpo_budget.learnability import learnable_from_log, window_steps

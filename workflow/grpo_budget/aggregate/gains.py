@@ -10,7 +10,7 @@ from grpo_budget import stats
 from grpo_budget.aggregate.learnable import learnable_row
 from grpo_budget.aggregate.read import ARM, KEYS, available_columns, read_table, item_records, sort_arms, finish
 from grpo_budget.experiment.plan import Listing
-from grpo_budget.experiment.settings import Analysis
+from grpo_budget.config.settings import Analysis
 from grpo_budget.select.sources import labels_bought
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 from grpo_budget import stats
 from grpo_budget.aggregate.read import KEYS, available_columns, read_table, sort_arms, finish
 from grpo_budget.experiment.plan import Listing
-from grpo_budget.experiment.settings import Analysis
+from grpo_budget.config.settings import Analysis
 from grpo_budget.learnability import expected_learnable_beta, expected_learnable_share, learnable_from_log, window_steps
 
 
@@ -28,24 +28,24 @@ def learnable_row(r, runs: Listing, s: Analysis) -> dict:
     The table leads with fresh where it exists, else posterior. G and the groups per step are the run's own (a
     sweep variant's where it sweeps them).
     """
-    G = int(runs.training_value(r, "num_generations"))
+    num_generations = int(runs.training_value(r, "num_generations"))
     groups = int(runs.training_value(r, "prompts_per_step"))
     cols = ["id", "pass_rate", "n_samples", "n_correct", "eb_prior_a", "eb_prior_b"]
     subset = read_table(r.subset, available_columns(r.subset, cols))
-    plugin = expected_learnable_share(subset["pass_rate"].to_numpy(), G)
+    plugin = expected_learnable_share(subset["pass_rate"].to_numpy(), num_generations)
     has_prior = {"eb_prior_a", "eb_prior_b", "n_correct", "n_samples"} <= set(subset.columns) and bool(
         np.isfinite(subset[["eb_prior_a", "eb_prior_b", "n_correct"]].to_numpy(float)).all())  # unlabeled: NaN
     posterior = fresh = np.nan
     if has_prior:
         a0, b0 = subset["eb_prior_a"].to_numpy(float), subset["eb_prior_b"].to_numpy(float)
         k, n = subset["n_correct"].to_numpy(float), subset["n_samples"].to_numpy(float)
-        posterior = float(np.mean(expected_learnable_beta(a0 + k, b0 + n - k, G)))
+        posterior = float(np.mean(expected_learnable_beta(a0 + k, b0 + n - k, num_generations)))
         fc = _fresh_counts(runs, r)
         if fc is not None:
             f = fc.reindex(subset["id"])
             if f["n_samples"].notna().all():
                 kf, nf = f["n_correct"].to_numpy(float), f["n_samples"].to_numpy(float)
-                fresh = float(np.mean(expected_learnable_beta(a0 + kf, b0 + nf - kf, G)))
+                fresh = float(np.mean(expected_learnable_beta(a0 + kf, b0 + nf - kf, num_generations)))
     lead, lead_name = (fresh, "fresh") if np.isfinite(fresh) else (posterior, "posterior") if np.isfinite(posterior) \
         else (plugin, "plug-in")
     log = read_table(r.log)
@@ -53,7 +53,8 @@ def learnable_row(r, runs: Listing, s: Analysis) -> dict:
     n = window_steps(len(learn), s.learnable_window)
     first = float(learn["learnable"].iloc[:n].mean()) if n else np.nan
     lo, hi = stats.wilson_interval(first, n * groups, s.level)
-    return {**{k: getattr(r, k) for k in KEYS}, "subset_size": len(subset), "G": G, "logged_steps": len(learn),
+    return {**{k: getattr(r, k) for k in KEYS}, "subset_size": len(subset), "G": num_generations,
+            "logged_steps": len(learn),
             "window_steps": n, "window_groups": n * groups,
             "predicted_pct": 100 * lead, "predicted_from": lead_name, "predicted_plugin_pct": 100 * plugin,
             "predicted_posterior_pct": 100 * posterior, "predicted_fresh_pct": 100 * fresh,

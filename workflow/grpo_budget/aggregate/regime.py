@@ -15,7 +15,7 @@ from grpo_budget.aggregate.gains import gains_over_seeds
 from grpo_budget.aggregate.read import available_columns, read_table
 from grpo_budget.aggregate.verdicts import verdict_table
 from grpo_budget.experiment.plan import Listing
-from grpo_budget.experiment.settings import Analysis
+from grpo_budget.config.settings import Analysis
 
 PROFILE = ["pool_items", "pool_mean", "share_zero", "share_mixed", "share_one", "mean_samples"]
 

@@ -28,7 +28,7 @@ from grpo_budget.aggregate.render import (
 from grpo_budget.aggregate.tiers import difficulty_table, ood_table
 from grpo_budget.aggregate.verdicts import verdict_table
 from grpo_budget.experiment.plan import Listing
-from grpo_budget.experiment.settings import Analysis
+from grpo_budget.config.settings import Analysis
 from grpo_budget.io import atomic_path, read_json, write_text
 
 

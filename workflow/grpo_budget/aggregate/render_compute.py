@@ -14,7 +14,7 @@ from grpo_budget.aggregate.read import ARM, PANEL, arm_label, keys_in, panel_ord
 from grpo_budget.aggregate.render import (formatted, groups_of, pair_columns, pct, row_label, section_heading,
                                           write_outputs)
 from grpo_budget.experiment.plan import Listing
-from grpo_budget.experiment.settings import Analysis
+from grpo_budget.config.settings import Analysis
 
 COMPUTE_READS = {"evals", "logs", "subsets", "scores", "proxy_scores"}
 

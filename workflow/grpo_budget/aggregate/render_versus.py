@@ -29,7 +29,7 @@ from grpo_budget.aggregate.render_compute import COMPUTE_READS, tokens_text
 from grpo_budget.aggregate.variants import variant_verdicts
 from grpo_budget.aggregate.verdicts import FULL_POLICY, rankings, steps_to_match, verdict_table
 from grpo_budget.experiment.plan import Listing
-from grpo_budget.experiment.settings import Analysis
+from grpo_budget.config.settings import Analysis
 from grpo_budget.power import MAX_SEEDS, POWER
 
 

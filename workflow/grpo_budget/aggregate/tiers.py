@@ -20,7 +20,7 @@ from grpo_budget.aggregate.read import (
 )
 from grpo_budget.errors import UserError
 from grpo_budget.experiment.plan import Listing
-from grpo_budget.experiment.settings import Analysis
+from grpo_budget.config.settings import Analysis
 from grpo_budget.learnability import pass_at_k_items
 from grpo_budget.prepare.benchmarks import BENCHMARKS
 from grpo_budget.prepare.splits import GENERATORS

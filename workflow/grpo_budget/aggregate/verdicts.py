@@ -11,7 +11,7 @@ import pandas as pd
 from grpo_budget import power, stats
 from grpo_budget.aggregate.read import policy_rank, item_records, sort_arms, finish, shared_ids
 from grpo_budget.experiment.plan import FULL_LABEL, Listing
-from grpo_budget.experiment.settings import Analysis
+from grpo_budget.config.settings import Analysis
 
 
 def _arms(runs: Listing) -> dict[tuple, dict[str, dict]]:

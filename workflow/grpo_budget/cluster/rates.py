@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_budget.cluster.hardware import DEFAULTS, Hardware
-from grpo_budget.cluster.rules import CPU, GENERATE, TRAIN
+from grpo_budget.experiment.rules import CPU, GENERATE, TRAIN
 from grpo_budget.cluster.work import JOBS_FILE, Job, log_path
 
 GENERATION_LOG = r"generated \d+ completions in ([0-9.]+) s"  # grpo_budget.generation.sample.sample_and_grade's line in a job's log

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from grpo_budget.config.schema import defaults
 from grpo_budget.errors import UserError
 from grpo_budget.generation import grading
 
@@ -27,12 +28,12 @@ REWARDS: dict[str, Reward] = {
     "partial": Reward(lambda g: float(g.share if g.share is not None else g.correct),
                       "the share of the item's tests passed (code); elsewhere the same as correct"),
 }
-DEFAULT = {"correct": 1.0}  # today's behaviour: correctness alone
 
 
 def check(weights: dict | None, where: str = "training.rewards") -> dict[str, float]:
-    """``weights`` (reward name -> weight) as floats; an unknown name or an empty mapping is a :class:`UserError`."""
-    weights = DEFAULT if weights is None else weights
+    """``weights`` (reward name -> weight) as floats (None: the schema's default, correctness alone); an unknown name
+    or an empty mapping is a :class:`UserError`."""
+    weights = defaults(("training",))["rewards"] if weights is None else weights
     unknown = [n for n in weights if n not in REWARDS]
     if unknown or not weights:
         raise UserError(f"config field '{where}': {'unknown reward ' + repr(unknown[0]) if unknown else 'empty'}; "

@@ -55,7 +55,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_budget.errors import UserError
-from grpo_budget.experiment.schema_file import defaults
+from grpo_budget.config.schema import defaults
 from grpo_budget.prepare.benchmarks import BENCHMARKS, gold_source, origin
 from grpo_budget.prepare.rows import short_hash, excerpt
 
