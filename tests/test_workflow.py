@@ -201,3 +201,43 @@ def test_embedded_default_end_to_end(embedded_default_run):
     learn = pd.read_csv(results / "tables/learnable.csv")
     assert (learn["predicted_from"] == "fresh").all()
     assert "learnable" in set(learn["policy"])
+
+
+README_FIGURES = "<!-- embedded-default figures"  # the README's marker before its table of measured figures
+
+
+def readme_figures(text: str) -> dict[str, dict[str, str]]:
+    """The README's table of the embedded default's figures, by processor: {processor: {column: cell}}."""
+    lines = text.split(README_FIGURES, 1)[1].splitlines()[1:]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines[:20] if line.startswith("|")]
+    head, body = rows[0], [r for r in rows[2:]]
+    return {r[0]: dict(zip(head[1:], r[1:])) for r in body}
+
+
+def processor() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def test_the_readme_figures_parse():
+    table = readme_figures((ROOT / "README.md").read_text())
+    assert table and all({"base", "easy", "hard", "random"} <= set(row) for row in table.values())
+
+
+@pytest.mark.slow
+def test_the_readme_quotes_what_the_embedded_default_gives_on_this_processor(embedded_default_run):
+    """The README's figures of the embedded default, measured at the commit that carries them, equal this run's where
+    this machine's processor is one the README names (the same processor gives the same numbers: docs/results.md);
+    elsewhere the test says what this processor gave, so the README can be brought up to date."""
+    over = pd.read_csv(embedded_default_run / "tables/gains_over_seeds.csv")
+    over = over[~over["ood"].astype(bool)]
+    got = {"base": f"{100 * over['base_acc'].iloc[0]:.1f}%"}
+    for _, r in over.iterrows():
+        got[r["policy"]] = f"{r['gain_pts']:+.1f} [{r['gain_lo']:+.1f}, {r['gain_hi']:+.1f}]".replace("-", "−")
+    quoted = readme_figures((ROOT / "README.md").read_text())
+    mine = processor()
+    if mine not in quoted:
+        pytest.skip(f"the README quotes no figures for this processor ({mine}); this run gave {got}")
+    assert quoted[mine] == got, f"README's figures for {mine} differ from this run's: {quoted[mine]} vs {got}"

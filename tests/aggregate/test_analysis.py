@@ -329,6 +329,13 @@ def test_tiny_workflow_tables_figures_and_report(tiny_run, tmp_path):
         assert name in page, name
     for caption in ("Learning curves", "Learnable opportunities", "What each policy bought", "Accuracy by difficulty"):
         assert caption in page, caption
+    # It opens on the answer (the workflow description beside the rule graph), and its first category holds the
+    # gains and the verdicts as HTML tables; the CSV files come last.
+    answer = render.read_answer(results / "summary.md")[0].split(":** ", 1)[1]
+    assert "The answer" in page and json.dumps(answer)[1:40] in page
+    cats = json.loads(page.split("var categories = ", 1)[1].split(";\n", 1)[0])
+    assert sorted(cats)[0] == "1. The answer" and sorted(cats)[-1].startswith("4. Data")
+    assert {Path(f).name for sub in cats["1. The answer"].values() for f in sub} == {"summary.html", "verdicts.html"}
 
 
 def test_verdicts_say_how_many_seeds_would_decide(monkeypatch):
