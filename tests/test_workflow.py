@@ -125,8 +125,7 @@ def test_a_deleted_intermediate_is_rebuilt_by_the_plain_command(tiny_run):
     """A missing evaluation file whose consumers are up to date: the plain command re-runs the job whose input is
     gone, which rebuilds exactly that evaluation (no training); its readers' error also names the file as a target."""
     from grpo_budget.errors import UserError
-    from grpo_budget.aggregate.render import read_answer
-from grpo_budget.io import read_parquet
+    from grpo_budget.io import read_parquet
 
     args = ("--configfile", str(TINY), "--config", f"results={tiny_run}")
     evals = sorted(tiny_run.glob("runs/*/*/*/*/*/eval/*.parquet"))
@@ -210,7 +209,7 @@ def readme_figures(text: str) -> dict[str, dict[str, str]]:
     """The README's table of the embedded default's figures, by processor: {processor: {column: cell}}."""
     lines = text.split(README_FIGURES, 1)[1].splitlines()[1:]
     rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines[:20] if line.startswith("|")]
-    head, body = rows[0], [r for r in rows[2:]]
+    head, body = rows[0], rows[2:]
     return {r[0]: dict(zip(head[1:], r[1:])) for r in body}
 
 
