@@ -39,16 +39,17 @@ HARNESS = "\n".join(line for part in ("sandbox_wire", "sandbox_worker", "sandbox
                     for line in Path(__file__).with_name(part + ".py").read_text().splitlines()
                     if not line.startswith("from sandbox_"))
 WORKDIR = "/work"  # the code's working directory and HOME inside the sandbox
-ROOT = "/tmp/r"  # where the root is built, inside the run's own mount namespace (a tmpfs over its /tmp)
+# The root every run mounts over, read-only, in its own mount namespace: empty mount points shipped with the package
+# (so no run writes anything to the host's disk: a killed grader leaves nothing behind).
+ROOT = str(Path(__file__).with_name("sandbox_root"))
 
-# Builds the private root in two `mount -a` passes over the tables in memfds $1 and $2 (the first mounts a tmpfs
-# over /tmp and everything into it, creating the mount points; the shell then makes the two device files' mount
-# points; the second binds the devices and makes the root read-only) and runs $3 (the sandbox's Python) with the
-# harness $4 in it; $7, the harness's one argument, names the grader's process (so every process of its runs can be
-# told by its command line). It runs as root of the new user namespace, so the mounts are its own and vanish with
+# Mounts the private root (one `mount -a` over the table in memfd $1: the root itself read-only, /usr read-only and
+# the host's top-level links into it, two device nodes, a fresh /work tmpfs) and runs $5 (the sandbox's Python) with
+# the harness $6 in it; $7, the harness's one argument, names the grader's process (so every process of its runs can
+# be told by its command line). It runs as root of the new user namespace, so the mounts are its own and vanish with
 # it. No /proc: nothing of the harness's memory is exposed.
-_SETUP = ('mount -a -T "/dev/fd/$1" && : >/tmp/d/null && : >/tmp/d/urandom && mount -a -T "/dev/fd/$2" && '
-          'exec chroot "$5" "$6" --no-new-privs --bounding-set=-all --inh-caps=-all -- "$3" -I -S -B -c "$4" "$7"')
+_SETUP = ('mount -a -T "/dev/fd/$1" && exec "$2" "$3" "$4" --no-new-privs --bounding-set=-all --inh-caps=-all -- '
+          '"$5" -I -S -B -c "$6" "$7"')
 
 
 @dataclass(frozen=True)
@@ -156,24 +157,23 @@ def run_many(jobs: Sequence[Job], limits: Limits = Limits(), threads: int | None
         return list(pool.map(lambda j: _run(j, limits), jobs))
 
 
+def _fstab(path: str) -> str:
+    return path.replace("\\", "\\134").replace(" ", "\\040").replace("\t", "\\011").replace("\n", "\\012")
+
+
 @lru_cache(maxsize=4)
-def _tables(disk_mb: int) -> tuple[int, int]:
-    """The two mount tables of :data:`_SETUP`, in memfds this process holds (nothing on disk to leave behind)."""
-    binds = "".join(f"/{os.path.realpath('/' + n).lstrip('/')} {ROOT}/{n} none rbind,ro,X-mount.mkdir 0 0\n"
+def _table(disk_mb: int) -> int:
+    """:data:`_SETUP`'s mount table, in a memfd this process holds (nothing on disk to leave behind)."""
+    root = _fstab(ROOT)
+    links = "".join(f"{_fstab(os.path.realpath('/' + n))} {root}/{n} none bind,ro 0 0\n"
                     for n in ("bin", "lib", "lib64", "sbin")
                     if os.path.islink("/" + n) and os.path.realpath("/" + n).startswith("/usr/"))
-    first = (f"grpo-sandbox-root /tmp tmpfs size=64k,mode=755,nosuid,nodev 0 0\n"
-             f"grpo-sandbox-dev /tmp/d tmpfs size=4k,mode=755,nosuid,noexec,X-mount.mkdir 0 0\n"
-             f"/usr {ROOT}/usr none rbind,ro,X-mount.mkdir 0 0\n{binds}"
-             f"grpo-sandbox-work {ROOT}{WORKDIR} tmpfs size={disk_mb}m,mode=777,nosuid,nodev,noexec,X-mount.mkdir 0 0\n")
-    second = (f"/dev/null /tmp/d/null none bind 0 0\n/dev/urandom /tmp/d/urandom none bind 0 0\n"
-              f"/tmp/d {ROOT}/dev none rbind,ro,X-mount.mkdir 0 0\n{ROOT} {ROOT} none rbind,ro 0 0\n")
-    fds = []
-    for table in (first, second):
-        fd = os.memfd_create("grpo-sandbox-fstab")
-        os.write(fd, table.encode())
-        fds.append(fd)
-    return fds[0], fds[1]
+    table = (f"{root} {root} none bind,ro 0 0\n/usr {root}/usr none rbind,ro 0 0\n{links}"
+             f"/dev/null {root}/dev/null none bind 0 0\n/dev/urandom {root}/dev/urandom none bind 0 0\n"
+             f"grpo-sandbox-work {root}{WORKDIR} tmpfs size={disk_mb}m,mode=777,nosuid,nodev,noexec 0 0\n")
+    fd = os.memfd_create("grpo-sandbox-fstab")
+    os.write(fd, table.encode())
+    return fd
 
 
 def marker(pid: int | None = None) -> str:
@@ -190,7 +190,7 @@ def _run(job: Job, limits: Limits) -> Outcome:
     t = tools()
     start = time.monotonic()
     nonce = secrets.token_hex(16)
-    tables = _tables(limits.disk_mb)
+    table = _table(limits.disk_mb)
     rfd, wfd = os.pipe()
     # two messages: what the worker may know (it is forked after the first), then the tests and the report pipe
     payload = (_frame({"cwd": WORKDIR, "rlimits": limits.rlimits(), "code": job.code, "setup": job.setup})
@@ -198,11 +198,11 @@ def _run(job: Job, limits: Limits) -> Outcome:
                          "prefix": job.prefix, "setup": job.setup, "wall": limits.wall_seconds + 1}))
     env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": WORKDIR, "TMPDIR": WORKDIR, "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
     cmd = [t["setpriv"], "--pdeathsig", "KILL", "--", t["unshare"], "--user", "--map-root-user", "--net", "--mount",
-           "--pid", "--fork", "--kill-child", "--", t["sh"], "-c", _SETUP, "sandbox-setup", str(tables[0]),
-           str(tables[1]), t["python"], HARNESS, ROOT, t["setpriv"], marker()]
+           "--pid", "--fork", "--kill-child", "--", t["sh"], "-c", _SETUP, "sandbox-setup", str(table), t["chroot"], ROOT,
+           t["setpriv"], t["python"], HARNESS, marker()]
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                pass_fds=(wfd, *tables), env=env, cwd="/", start_new_session=True)
+                                pass_fds=(wfd, table), env=env, cwd="/", start_new_session=True)
     except BaseException:
         os.close(rfd), os.close(wfd)
         raise
@@ -213,9 +213,8 @@ def _run(job: Job, limits: Limits) -> Outcome:
     finally:
         cpu = _kill(proc)
         os.close(rfd)
-    if cut is None and cpu >= 0.95 * limits.cpu_seconds and f"{nonce} done ".encode() not in reports:
-        cut = f"used its {limits.cpu_seconds} s of CPU time (killed)"  # the checker's own CPU time
-    return _outcome(nonce, reports, output, cut, proc.returncode, len(job.tests), limits, time.monotonic() - start)
+    return _outcome(nonce, reports, output, cut, proc.returncode, cpu, len(job.tests), limits,
+                    time.monotonic() - start)
 
 
 def _collect(proc: subprocess.Popen, rfd: int, payload: bytes, start: float, limits: Limits
@@ -273,7 +272,7 @@ def _kill(proc: subprocess.Popen) -> float:
     return usage.ru_utime + usage.ru_stime if usage else 0.0
 
 
-def _outcome(nonce: str, reports: bytes, output: bytes, cut: str | None, code: int | None, total: int,
+def _outcome(nonce: str, reports: bytes, output: bytes, cut: str | None, code: int | None, cpu: float, total: int,
              limits: Limits, seconds: float) -> Outcome:
     passed, done, first = 0, False, None
     for line in reports.decode("utf-8", "replace").splitlines():
@@ -291,8 +290,9 @@ def _outcome(nonce: str, reports: bytes, output: bytes, cut: str | None, code: i
     if done and passed == total and total and not cut:
         return Outcome(passed, total, True, None, seconds)
     reason = cut or first
-    if reason is None and not done:
-        reason = _death(code, output, limits)
+    if reason is None and not done:  # the checker itself ended early (its CPU time, or the sandbox did not start)
+        reason = (f"used its {limits.cpu_seconds} s of CPU time (killed)" if cpu >= 0.95 * limits.cpu_seconds
+                  else _death(code, output, limits))
     return Outcome(passed, total, done and not cut, reason or "no tests", seconds)
 
 

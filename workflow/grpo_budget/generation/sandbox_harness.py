@@ -21,13 +21,17 @@ import builtins
 import os
 import resource
 import select
-import signal
 import sys
 import time
+import _signal
 import _thread
 
-from sandbox_wire import decode, encode, recv, send, why  # joined: the harness is one text (sandbox.py)
+from sandbox_wire import NAMED, decode, encode, recv, send, why  # joined: the harness is one text (sandbox.py)
 from sandbox_worker import worker  # joined
+
+# signal names (the signal module, with enum, would double the harness's start-up)
+SIGNALS = {v: k for k, v in vars(_signal).items() if k[:3] == "SIG" and k[3] != "_" and k not in ("SIGIOT", "SIGCLD",
+                                                                                                   "SIGPOLL")}
 
 
 class CodeGone(BaseException):
@@ -55,14 +59,14 @@ class Checker:
                 break
             time.sleep(0.01)
         else:
-            os.kill(self.pid, signal.SIGKILL)
+            os.kill(self.pid, _signal.SIGKILL)
             os.wait4(self.pid, 0)
             return "stopped answering (killed)"
         cpu, limit = usage.ru_utime + usage.ru_stime, self.limits.get("RLIMIT_CPU", 0)
-        if limit and cpu >= 0.95 * limit:
-            return "was killed at its CPU limit of %d s" % limit
+        if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (_signal.SIGXCPU, _signal.SIGKILL) and cpu >= 0.8 * limit:
+            return "was killed at its CPU limit of %d s" % limit  # SIGXCPU at the limit, SIGKILL a second later
         if os.WIFSIGNALED(status):
-            return "was killed by %s" % signal.Signals(os.WTERMSIG(status)).name
+            return "was killed by %s" % SIGNALS.get(os.WTERMSIG(status), "signal %d" % os.WTERMSIG(status))
         return "exited with code %d" % os.waitstatus_to_exitcode(status)
 
     def rpc(self, *request):
@@ -79,7 +83,7 @@ class Checker:
         if reply is None:
             self.gone = self.fate() + " " + self.where
         elif type(reply) is not list or not reply or type(reply[0]) is not str:
-            os.kill(self.pid, signal.SIGKILL)
+            os.kill(self.pid, _signal.SIGKILL)
             self.gone = "answered with something that is not a value " + self.where + " (killed)"
         elif reply[0] == "blocked" and len(reply) == 2 and type(reply[1]) is str:
             self.gone = "was stopped: blocked " + reply[1]
@@ -138,7 +142,8 @@ class Checker:
 
     def arg(self, v):
         """A test's argument for the code, as :func:`encode` writes it (handles by reference)."""
-        return encode(v, lambda o: ["R", o._ref, o._kind] if type(o) is Remote and o._checker is self else _refuse(o))
+        return encode(v, lambda o: ["R", o._ref, o._kind] if type(o) is Remote and o._checker is self else _refuse(o),
+                      NAMED)
 
 
 def _refuse(o):
@@ -227,18 +232,23 @@ def watch(wall):
 def main():
     first = recv(0)  # the code, the limits: all the worker may know
     limits = first["rlimits"]
-    for name, v in limits.items():
-        resource.setrlimit(getattr(resource, name), (v, v))
+    for name, v in limits.items():  # CPU: SIGXCPU at the limit, SIGKILL a second later (if it is caught)
+        resource.setrlimit(getattr(resource, name), (v, v + (name == "RLIMIT_CPU")))
     os.chdir(first["cwd"])
     req_r, req_w = os.pipe()
     resp_r, resp_w = os.pipe()
     pid = os.fork()
     if pid == 0:
-        os.close(req_w), os.close(resp_r)
-        worker(req_r, resp_w, first["code"], first["setup"])
-    os.close(req_r), os.close(resp_w)
+        try:
+            os.close(req_w)
+            os.close(resp_r)
+            worker(req_r, resp_w, first["code"], first["setup"])
+        finally:
+            os._exit(1)  # never on into the checker's part
+    os.close(req_r)
+    os.close(resp_w)
     undumpable()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as PID 1 it gets no other signal from inside the sandbox
+    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)  # as PID 1 it gets no other signal from inside the sandbox
     job = recv(0)  # the tests, the report pipe, the nonce: only now, and only here
     _thread.start_new_thread(watch, (job["wall"],))
     nonce, fd = job["nonce"], job["fd"]
@@ -247,7 +257,6 @@ def main():
         os.write(fd, (nonce + " " + line[:400].replace("\n", " ") + "\n").encode("utf-8", "replace"))
 
     c = Checker(req_w, resp_r, pid, emit, limits)
-    pristine = dict(builtins.__dict__)
     try:
         c.rpc("exec")
     except CodeGone:
@@ -255,6 +264,14 @@ def main():
     except BaseException as e:  # noqa: BLE001
         emit("code " + said(e))
         os._exit(0)
+    run_tests(c, job, emit)
+    os._exit(0)
+
+
+def run_tests(c, job, emit):
+    """Each test in fresh builtins of the checker's own, with the prompt's helpers and the names under test; its
+    outcome on the report pipe, then ``done``."""
+    pristine, kept = dict(builtins.__dict__), None
     prefix = compiled(job["prefix"], "prompt.py")
     tests = [compiled(t, "test_%d.py" % i) for i, t in enumerate(job["tests"])]
     for i, test in enumerate(tests):
@@ -272,12 +289,17 @@ def main():
                     exec(prefix, g)  # the prompt's helpers, as the item wrote them (never the code's)
                 except Exception:  # noqa: BLE001
                     pass
-            for name in job["keep"]:  # the names under test: the code's, even where they shadow a builtin
+            if kept is None or job["setup"]:  # the names under test: the code's, even where they shadow a builtin
+                kept = {}
+                for name in job["keep"]:
+                    try:
+                        kept[name] = c.resolve(name)
+                    except KeyError:
+                        kept[name] = None
+            for name, value in kept.items():
                 g.pop(name, None)
-                try:
-                    g[name] = c.resolve(name)
-                except KeyError:
-                    pass
+                if value is not None:
+                    g[name] = value
             exec(test, g)
             if c.gone:
                 raise CodeGone(c.gone)  # a test that swallowed the worker's end does not pass
@@ -286,7 +308,6 @@ def main():
         else:
             emit("ok %d" % i)
     emit("done %d" % len(tests))
-    os._exit(0)
 
 
 def said(e):

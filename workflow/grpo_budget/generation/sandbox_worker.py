@@ -7,7 +7,7 @@ import os
 import resource
 import sys
 
-from sandbox_wire import decode, encode, recv, send, why  # joined: the harness is one text (sandbox.py)
+from sandbox_wire import NAMED, decode, encode, recv, send, why  # joined: the harness is one text (sandbox.py)
 
 DENIED = {"os.fork", "os.forkpty", "os.system", "os.exec", "os.spawn", "os.posix_spawn", "subprocess.Popen",
           "pty.spawn", "os.kill", "os.killpg", "sys.settrace", "sys.setprofile", "sys.addaudithook",
@@ -117,7 +117,7 @@ def worker(req, resp, code, setup):
         return ["R", r, type(v).__name__ if type(type(v).__name__) is str else "?"]
 
     def value(x):
-        return decode(x, lambda ref, kind: objects[ref])
+        return decode(x, lambda ref, kind: objects[ref], NAMED)
 
     ns = {"__name__": "__main__", "__builtins__": dict(builtins.__dict__)}
     current = ns
