@@ -183,6 +183,17 @@ VERDICT = {
 }
 
 
+# Attacks on the boundary itself (the worker's pipes and handles): they scored 0 on the old harness too, which had
+# none; each failed on a first version of this one, or probes what the verdict relies on.
+BOUNDARY = {
+    "a forged 'stop' on the reply pipe, so that a call ends the test's map early": attack(
+        "import os\ndef is_prime(n):\n    data = b'[\"stop\"]'\n    for fd in range(3, 64):\n        try:\n"
+        "            os.write(fd, len(data).to_bytes(4, 'big') + data)\n        except OSError:\n            pass\n"
+        "    return False\n", MAP, "malformed answer"),
+}
+VERDICT.update(BOUNDARY)
+
+
 @pytest.mark.parametrize("name", list(VERDICT))
 def test_no_completion_reaches_the_verdict(name, caplog, tmp_path, monkeypatch):
     program, gold, why = VERDICT[name]

@@ -1,15 +1,15 @@
 """Run untrusted code with its tests in a sandbox: one fresh process tree per run, in its own namespaces.
 
 Each run is ``setpriv --pdeathsig KILL`` (it dies with the grader's thread) → ``unshare`` (new user, network, mount
-and PID namespaces; ``--kill-child``) → a shell that builds a private root on a tmpfs of its own (``/usr``
-read-only, ``/dev/null`` and ``/dev/urandom``, a size-capped ``/work`` tmpfs: the run's working directory; the mount
-tables come from memfds, so nothing of a run is ever on the host's disk) → ``chroot`` → ``setpriv`` (no
-capabilities, no new privileges) → the system Python running the harness (:mod:`sandbox_harness`,
-:mod:`sandbox_worker` and :mod:`sandbox_wire`, joined into one text). The harness is two processes: the checker (the
-PID namespace's init) runs the tests and reports on a pipe with a nonce; the worker, forked from it before the
-tests arrive, runs the code and answers the checker's calls with values. Whatever the code does, it changes only
-what its functions return; whatever it starts dies with the namespace when the checker exits, and the checker
-exits when the grader closes its stdin or dies, or at the wall time.
+and PID namespaces; ``--kill-child``) → a shell whose one ``mount -a`` (its table in a memfd) builds a private root
+over the package's folder of empty mount points (read-only, ``/usr`` read-only, ``/dev/null`` and ``/dev/urandom``,
+a size-capped ``/work`` tmpfs: the run's working directory; nothing is written to the host's disk) → ``chroot`` →
+``setpriv`` (no capabilities, no new privileges) → the system Python running the harness
+(:mod:`sandbox_harness`, :mod:`sandbox_worker` and :mod:`sandbox_wire`, joined into one text). The harness is two
+processes: the checker (the PID namespace's init) runs the tests and reports on a pipe with a nonce; the worker,
+forked from it before the tests arrive, runs the code and answers the checker's calls with values. Whatever the
+code does, it changes only what its functions return; whatever it starts dies with the namespace when the checker
+exits, and the checker exits when the grader closes its stdin or dies, or at the wall time.
 
 Where the machine refuses user namespaces the sandbox refuses to run (:func:`problem` says why; ``grpo-budget
 doctor`` reports it). The limits and what each adversarial completion meets: docs/sandbox.md.
@@ -56,7 +56,7 @@ _SETUP = ('mount -a -T "/dev/fd/$1" && exec "$2" "$3" "$4" --no-new-privs --boun
 class Limits:
     """What one run may use (docs/sandbox.md)."""
 
-    cpu_seconds: int = 5  # RLIMIT_CPU: SIGXCPU, then SIGKILL
+    cpu_seconds: int = 5  # RLIMIT_CPU, of each of the checker and the worker: SIGXCPU, a second later SIGKILL
     wall_seconds: float = 10.0  # the process group is killed after this
     memory_mb: int = 512  # RLIMIT_AS: allocations beyond it raise MemoryError
     processes: int = 8  # RLIMIT_NPROC (within the run's own user namespace); fork is also refused outright

@@ -34,6 +34,11 @@ SIGNALS = {v: k for k, v in vars(_signal).items() if k[:3] == "SIG" and k[3] != 
                                                                                                    "SIGPOLL")}
 
 
+# What the worker may answer to each request (besides "err"); anything else is refused.
+ANSWERS = {"exec": ("ok",), "setup": ("ok",), "name": ("val", "missing", "module"), "next": ("val", "stop"),
+           "call": ("val",), "iter": ("val",), "len": ("val",), "bool": ("val",), "str": ("val",)}
+
+
 class CodeGone(BaseException):
     """The worker ended (exited, was killed, or was stopped by its audit hook): no later test can pass."""
 
@@ -95,8 +100,10 @@ class Checker:
         kind = reply[0]
         if kind == "err" and len(reply) == 3 and type(reply[1]) is str and type(reply[2]) is str:
             raise self.error(reply[1], reply[2])
-        if kind in ("ok", "stop", "missing") or kind in ("val", "module") and len(reply) == 2:
+        if kind in ANSWERS[request[0]] and len(reply) == (2 if kind in ("val", "module") else 1):
             return reply
+        # an answer this request cannot have (a "stop" to a call would end a test's map() early): the worker
+        # wrote on its pipe itself
         raise CodeError("a malformed answer from the code's process")
 
     def error(self, name, text):
