@@ -134,6 +134,9 @@ def attack(code: str, gold: str = GOLD11, why: str = "") -> tuple[str, str, str]
     return code + ("\n" + WRONG11 if gold is GOLD11 and "def remove_Occ" not in code else ""), gold, why
 
 
+MAIN_AGAIN = ("import io, json, sys, __main__\nsys.addaudithook = lambda hook: None\nforged = {'rlimits': {}, 'cwd': "
+              "'/work', 'nonce': 'x', 'fd': 1, 'code': '', 'tests': ['pass'] * 3, 'setup': '', 'keep': []}\n"
+              "sys.stdin = type('In', (), {'buffer': io.BytesIO(json.dumps(forged).encode())})()\n__main__._main()\n")
 FORK_EXEC_ARGS = ("[b'/usr/bin/sleep', b'60'], [b'/usr/bin/sleep'], True, (), None, None, -1, -1, -1, -1, -1, -1, r, w, "
                   "True, True, -1, None, None, None, -1, None, False")  # Python 3.11's: a detached `sleep 60`
 VERDICT = {
@@ -148,10 +151,7 @@ VERDICT = {
         "class S(str):\n    __hash__ = str.__hash__\n\n    def __eq__(self, other):\n        return True\n\n"
         "def remove_Occ(s, ch):\n    return S(s)\n"),
     "rebinding the harness module's own globals": attack("import __main__, builtins\n" + REBIND.format("__main__")),
-    "running the harness's _main again on a forged job": attack(
-        "import io, json, sys, __main__\nsys.addaudithook = lambda hook: None\nforged = {'rlimits': {}, 'cwd': '/work', "
-        "'nonce': 'x', 'fd': 1, 'code': '', 'tests': ['pass'] * 3, 'setup': '', 'keep': []}\n"
-        "sys.stdin = type('In', (), {'buffer': io.BytesIO(json.dumps(forged).encode())})()\n__main__._main()\n"),
+    "running the harness's _main again on a forged job": attack(MAIN_AGAIN),
     "a signal handler's interrupted frame": attack(
         "import signal\ndef handler(sig, frame):\n" + WALK + "signal.signal(signal.SIGUSR1, handler)\n"
         "signal.raise_signal(signal.SIGUSR1)\n"),
@@ -160,6 +160,15 @@ VERDICT = {
     "inspect.stack()": attack(
         "import inspect\nfor info in inspect.stack():\n    job = info.frame.f_locals.get('job')\n"
         "    if isinstance(job, dict) and 'tests' in job:\n        job['tests'][:] = " + EVERY_TEST_PASS + "\n"),
+    "a finalizer (__del__) rebinding builtins.enumerate": attack(
+        "import builtins\nclass Later:\n    def __del__(self):\n        " + REBIND.format("builtins").replace("\n", "\n        ")
+        .rstrip() + "\n\nlater = Later()\ndel later\n"),
+    "a gc callback, run in whatever frame collects": attack(
+        "import gc, sys\ndef spy(phase, info):\n    frame = sys._getframe(1)\n" + WALK + "gc.callbacks.append(spy)\n"
+        "gc.collect()\n"),
+    "an exception whose __repr__ reruns the harness's _main when its failure is reported": attack(
+        "class Oops(Exception):\n    def __repr__(self):\n        " + MAIN_AGAIN.replace("\n", "\n        ").rstrip()
+        + "\n\ndef remove_Occ(s, ch):\n    raise Oops()\n"),
     "reading the hidden tests to answer them": attack(
         "import ast, sys\ndef remove_Occ(s, ch):\n    frame = sys._getframe(1)\n    while 'tests' not in frame.f_locals:\n"
         "        frame = frame.f_back\n    for test in frame.f_locals['tests']:\n        cmp = ast.parse(test).body[0].test\n"
