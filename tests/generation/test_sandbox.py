@@ -210,6 +210,19 @@ def test_no_completion_reaches_the_verdict(name, caplog, tmp_path, monkeypatch):
     assert why in cg.reason, cg.reason
 
 
+def test_the_code_holds_no_descriptor_but_its_two_pipes():
+    """Not the report pipe, even numbered above the sandbox's limit on open files (a grader with many open)."""
+    held = [os.open("/dev/null", os.O_RDONLY) for _ in range(100)]
+    try:
+        code = "import os\nOPEN = []\nfor fd in range(3, 1024):\n    try:\n        os.fstat(fd)\n        OPEN.append(fd)\n" \
+               "    except OSError:\n        pass\n"
+        out = sandbox.run(sandbox.Job(code, ("assert len(OPEN) == 2, OPEN",)), FAST)
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert out.ok, out.reason
+
+
 def test_the_right_code_passes_and_partial_credit_counts_tests():
     grades = grade_many([fenced(RIGHT), fenced("def f(xs):\n    return xs[:1]\n"), "no code here"],
                         [GOLD] * 3, "code")

@@ -52,6 +52,9 @@ class CodeExit(BaseException):
 
 
 class Checker:
+    """The checker's end of the pipes: each request to the worker, its answer checked and decoded (built-in data as
+    itself, anything else as a :class:`Remote`), and how the worker ended, reported once."""
+
     def __init__(self, req, resp, pid, emit, limits):
         self.req, self.resp, self.pid, self.emit, self.limits = req, resp, pid, emit, limits
         self.gone, self.where, self.remotes = None, "before the tests", {}
