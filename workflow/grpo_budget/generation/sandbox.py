@@ -251,22 +251,32 @@ def _collect(proc: subprocess.Popen, rfd: int, payload: bytes, start: float, lim
     return bytes(bufs[proc.stdout.fileno()]), bytes(bufs[rfd]), cut
 
 
-def _kill(proc: subprocess.Popen) -> float:
-    """End the run's process group (unshare's --kill-child then ends its PID namespace, and all in it); the CPU
-    seconds the run used (unshare waits for its child, so its usage includes the code's)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    try:
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-    except ChildProcessError:  # reaped elsewhere
-        usage = None
+def _kill(proc: subprocess.Popen, grace: float = 1.0) -> float:
+    """End the run and wait until nothing of it is left; the CPU seconds it used (unshare waits for its child, so
+    its usage includes the code's). Closing the checker's stdin ends the checker, and with it, as the PID
+    namespace's init, every process in the sandbox before unshare can exit; a run that has not ended within
+    ``grace`` seconds (stuck before its checker started, say) has its process group killed."""
     try:
         proc.stdin.close()
     except OSError:
         pass
+    deadline, status, usage = time.monotonic() + grace, None, None
+    try:
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                _, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.002)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    except ChildProcessError:  # reaped elsewhere
+        usage = None
     proc.wait()
     proc.stdout.close()
     return usage.ru_utime + usage.ru_stime if usage else 0.0

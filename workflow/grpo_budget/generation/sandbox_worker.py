@@ -6,6 +6,8 @@ import builtins
 import os
 import sys
 
+import _imp
+
 from sandbox_wire import NAMED, decode, encode, recv, send, why  # joined: the harness is one text (sandbox.py)
 
 DENIED = {"os.fork", "os.forkpty", "os.system", "os.exec", "os.spawn", "os.posix_spawn", "subprocess.Popen",
@@ -20,7 +22,6 @@ def guard(resp):
     an event name ends the run), so no frame of it is ever below the code's. It also owns the only references to
     ``_imp``'s module constructors, which importing goes through (:func:`worker` replaces them)."""
     write, exit_now, spec = os.write, os._exit, sys.modules["_frozen_importlib"].ModuleSpec
-    import _imp
     create = {False: _imp.create_builtin, True: _imp.create_dynamic}
 
     def block(what):
@@ -103,7 +104,6 @@ def worker(req, resp, code, setup):
     os.closerange(3, low)
     os.closerange(low + 1, high)
     os.closerange(high + 1, 1 << 20)
-    import _imp
     sys.addaudithook(guard(resp))
     _imp.create_builtin, _imp.create_dynamic = _constructors()
     objects, ids, missing = [], {}, object()
