@@ -134,6 +134,24 @@ def test_zero_step_training_never_writes_a_manifest(tmp_path, tiny_model_dir, mo
     assert not (tmp_path / "manifest.json").exists() and not (tmp_path / "ck" / "checkpoint-0").exists()
 
 
+@pytest.mark.parametrize("bad, says", [
+    ({"rewards": {"corect": 1.0}}, "unknown reward 'corect'; allowed: correct, format, partial"),
+    ({"lora": {"r": 2, "alpha": 4, "target_modules": "atention"}}, "matches no module of LlamaForCausalLM"),
+    ({"lora": {"r": 2, "alpha": 4, "target_modules": ["q_proj", "v_projj"]}}, "v_projj match no module"),
+])
+def test_a_config_error_never_moves_a_finished_runs_checkpoints_aside(tmp_path, subset, tiny_model_dir, bad, says):
+    """A setting of the fingerprint that cannot train (a config that skipped validation, LoRA targets this model
+    lacks) is refused before the checkpoint folder is claimed: the finished run's checkpoints stay, and the fixed
+    config resumes them rather than training from step 0."""
+    first = run(tmp_path, subset, tiny_model_dir)
+    with pytest.raises(UserError, match=says):
+        run(tmp_path, subset, tiny_model_dir, **bad)
+    assert not (tmp_path / "ck.stale-1").exists()
+    assert json.loads((tmp_path / "ck" / "fingerprint.json").read_text())["fingerprint"] == first["fingerprint"]
+    again = run(tmp_path, subset, tiny_model_dir)
+    assert (again["resumed_from_step"], steps(again)) == (2, [1, 2])
+
+
 def test_checkpoint_missing_adapter_is_set_aside_and_resume_uses_previous(tmp_path, subset, tiny_model_dir):
     run(tmp_path, subset, tiny_model_dir)
     (tmp_path / "ck" / "checkpoint-2" / "adapter_model.safetensors").unlink()

@@ -51,6 +51,7 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
     if t.top_k is None:  # as scoring's null: the model's generation_config value, else transformers' 50
         args.top_k = effective_top_k(None, model_top_k(model_path))
     check_trainable(len(subset), args, t, subset_path)
+    preflight(model_path, t)
     _, planned = schedule(len(subset), t, prompts_per_generation(args))  # args.max_steps is its first part
     record = fingerprint(subset, model_path, t, dataset, seed)
     claim_checkpoint_dir(checkpoint_dir, record)
@@ -157,6 +158,22 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
         if trainer.is_world_process_zero():  # on_save, which records digests, fires only in the Trainer's own flow
             record_digests(Path(args.output_dir) / f"checkpoint-{final_step}")
     return trainer.state.log_history, final_step
+
+
+def preflight(model_path: str, t: Training) -> None:
+    """Refuse what a config can get wrong that only the job can check (a config that skipped validation, LoRA targets
+    on this model's layout) before the run's checkpoint folder is claimed: claiming moves the checkpoints of another
+    fingerprint aside, which a run that cannot train must never do. The model is built on the meta device from its
+    config: no weights are read."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    rewards.check(t.rewards)
+    reporting_package(t.report_to)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_path))
+    targets, _ = resolve_lora_targets(model, t.lora.target_modules, t.lora.layers)
+    check_lora_targets(model, targets)
 
 
 def solution_column(subset: pd.DataFrame, t: Training, dataset: dict, subset_path) -> list[str]:
@@ -268,15 +285,20 @@ def reporting_env(report_to: str, run_dir: Path) -> dict[str, str]:
     results/`` then finds every arm), W&B offline in ``run_dir/wandb`` (``wandb sync`` uploads it later)."""
     if report_to == "none":
         return {}
-    if importlib.util.find_spec(report_to) is None:
-        raise UserError(f"training.report_to is {report_to}, but the {report_to} package is not installed: "
-                        f"pip install {report_to}, or set training.report_to: none")
+    reporting_package(report_to)
     folder = run_dir / REPORT_DIRS[report_to]
     folder.mkdir(parents=True, exist_ok=True)
     if report_to == "tensorboard":
         return {"TENSORBOARD_LOGGING_DIR": str(folder)}
     return {"WANDB_MODE": os.environ.get("WANDB_MODE", "offline"), "WANDB_DIR": str(folder),
             "WANDB_PROJECT": os.environ.get("WANDB_PROJECT", "grpo-budget")}
+
+
+def reporting_package(report_to: str) -> None:
+    """Refuse a ``report_to`` whose package is not installed."""
+    if report_to != "none" and importlib.util.find_spec(report_to) is None:
+        raise UserError(f"training.report_to is {report_to}, but the {report_to} package is not installed: "
+                        f"pip install {report_to}, or set training.report_to: none")
 
 
 def learnable_share():
