@@ -46,6 +46,38 @@ def _remove(tmp_path: Path | None) -> None:
         tmp_path.unlink()
 
 
+_ROOT: list[Path] = []  # the results folder of the workflow job this process runs (grpo_budget.cli, confined)
+
+
+def absolute(path: str | os.PathLike) -> Path:
+    """``path`` made absolute and normalized by its text (symlinks kept: a linked folder inside stays inside)."""
+    return Path(os.path.normpath(os.path.abspath(path)))
+
+
+def inside(path: str | os.PathLike, root: str | os.PathLike) -> bool:
+    """Whether ``path`` lies in the folder ``root`` (or is it)."""
+    path, root = absolute(path), absolute(root)
+    return path == root or root in path.parents
+
+
+@contextmanager
+def confined(root: str | os.PathLike) -> Iterator[None]:
+    """Within the block, :func:`guard` refuses to write, move or delete anything outside the folder ``root``."""
+    _ROOT.append(absolute(root))
+    try:
+        yield
+    finally:
+        _ROOT.pop()
+
+
+def guard(path: str | os.PathLike, action: str) -> None:
+    """Refuse to ``action`` (write, move, delete) ``path`` outside the results folder of the job this process runs
+    (:func:`confined`): a job changes only its own folder, whatever path a record copied from another folder names."""
+    if _ROOT and not inside(path, _ROOT[-1]):
+        raise UserError(f"{path}: refusing to {action} it, since it lies outside the results folder of this job "
+                        f"({_ROOT[-1]}); a job only ever changes its own folder")
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike, fixed: bool = False) -> Iterator[Path]:
     """Yield a temporary path beside ``path`` (a file, or a folder the block may create in its place);
@@ -54,6 +86,7 @@ def atomic_path(path: str | os.PathLike, fixed: bool = False) -> Iterator[Path]:
     is removed first: a killed job (SIGKILL, a lost node) runs no cleanup, and a large one (a model folder) must
     not stay for good; only for an output one job at a time writes (Snakemake and the results folder's lock)."""
     path = Path(path)
+    guard(path, "write")
     tmp_path = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -189,6 +222,7 @@ def _check_recorded_digest(path: Path) -> None:
         return  # not written by this package (a user's file) or by an older version
     if sha256_of(path) == recorded:
         return
+    guard(path, "move")
     aside = numbered_path(f"{path}.mismatch-")
     os.replace(path, aside)
     raise UserError(f"{path} does not match the sha256 recorded when its job wrote it (edited or damaged since): "

@@ -17,8 +17,9 @@ from pathlib import Path
 
 from grpo_budget.digest import sha256_of
 from grpo_budget.errors import UserError
-from grpo_budget.io import numbered_path, read_json, write_json
+from grpo_budget.io import guard, numbered_path, read_json, write_json
 from grpo_budget.train.fingerprint import differing_parts
+from grpo_budget.train.manifest import checkpoint_path
 
 log = logging.getLogger(__name__)
 
@@ -116,20 +117,22 @@ def adapter_digest(checkpoint: Path) -> str:
     return read_json(checkpoint / DIGEST_FILE)[adapter_file(checkpoint).name]
 
 
-def verify_listed(manifest_path: str | Path, entries: list[dict]) -> None:
-    """Check each listed checkpoint's adapter weights against the sha256 its manifest recorded at training (entries
-    of older manifests carry none and are not checked). On a mismatch, move that checkpoint and any later one aside
-    (training resumes before it) and delete the manifest, so that the workflow's next run retrains them; raise a
-    ``UserError`` saying so."""
-    for entry in entries:
+def verify_listed(manifest_path: str | Path, entries: list[dict]) -> list[tuple[int, Path]]:
+    """The listed checkpoints as (step, path) in the results folder the manifest is in now
+    (:func:`grpo_budget.train.manifest.checkpoint_path`), each adapter's weights checked against the sha256 the
+    manifest recorded at training (entries of older manifests carry none and are not checked). On a mismatch, move
+    that checkpoint and any later one aside (training resumes before it) and delete the manifest, so that the
+    workflow's next run retrains them; raise a ``UserError`` saying so."""
+    listed = [(int(entry["step"]), checkpoint_path(manifest_path, entry["path"])) for entry in entries]
+    for entry, (_, checkpoint) in zip(entries, listed):
         if "sha256" not in entry:
             continue
-        checkpoint = Path(entry["path"])
         weights = adapter_file(checkpoint)
         if weights is not None and sha256_of(weights) == entry["sha256"]:
             continue
         why = f"its {weights.name} does not match the sha256 recorded at training" if weights else \
             "its adapter weights are missing"
+        guard(manifest_path, "delete")
         moved = _set_aside_from(checkpoint.parent, int(entry["step"]))
         Path(manifest_path).unlink(missing_ok=True)
         if moved and moved[0][1] == checkpoint:
@@ -137,6 +140,7 @@ def verify_listed(manifest_path: str | Path, entries: list[dict]) -> None:
             why += f": moved it to {moved[0][2]}{later}"
         raise UserError(f"checkpoint {checkpoint}: {why}, and deleted {manifest_path}; run the same snakemake "
                         f"command again to retrain it")
+    return listed
 
 
 def _safetensors_ok(path: Path) -> bool:
@@ -183,6 +187,7 @@ def _set_aside_from(folder: Path, first: int) -> list[tuple[int, Path, Path]]:
     for step, p in _checkpoint_dirs(folder):
         if step < first:
             continue
+        guard(p, "move")
         target = numbered_path(f"{Path(folder) / INCOMPLETE_DIR / p.name}.")
         target.parent.mkdir(exist_ok=True)
         try:
@@ -217,6 +222,7 @@ def claim_checkpoint_dir(checkpoint_dir: Path, record: dict) -> Path | None:
         return None
     moved = None
     if checkpoint_dir.is_dir() and any(p.name != FINGERPRINT_FILE for p in checkpoint_dir.iterdir()):
+        guard(checkpoint_dir, "move")
         moved = numbered_path(f"{checkpoint_dir}.stale-")
         checkpoint_dir.rename(moved)
         if isinstance(old, dict):

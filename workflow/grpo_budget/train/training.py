@@ -29,6 +29,7 @@ from grpo_budget.train.checkpoints import (adapter_digest, checkpoints, claim_ch
                                            discard_incomplete, record_digests)
 from grpo_budget.train.dynamic import trainer_class
 from grpo_budget.train.fingerprint import fingerprint
+from grpo_budget.train.manifest import recorded
 from grpo_budget.train.methods import METHODS, check_batch
 from grpo_budget.train.lora import check_lora_targets, lora_config, resolve_lora_targets
 from grpo_budget.train.schedule import planned_saves, prompts_per_generation, schedule
@@ -77,7 +78,7 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
         log.warning("planned checkpoint steps %s are missing from %s (resumed from step %d, saved under another "
                     "checkpoint plan); the manifest lists the ones there are", missing, checkpoint_dir, resumed_from)
     manifest = {
-        "model": model_path,
+        "model": recorded(model_path, manifest_out),  # paths in the results folder are {results}/...
         "fingerprint": record["fingerprint"],
         "resumed_from_step": resumed_from,
         "final_step": final_step,
@@ -85,7 +86,8 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
         **({"epochs": t.epochs, "steps_per_epoch": len(subset) // prompts_per_generation(args)}
            if t.epochs is not None else {}),
         # evaluate checks each adapter against its sha256 before loading it
-        "checkpoints": [{"step": step, "path": str(path), "sha256": adapter_digest(path)} for step, path in saved],
+        "checkpoints": [{"step": step, "path": recorded(path, manifest_out), "sha256": adapter_digest(path)}
+                        for step, path in saved],
         "labels_bought": labels,
         "rewards": rewards.check(t.rewards),  # name -> weight, as GRPO summed them
     }
