@@ -2,8 +2,9 @@
 refused, incomplete checkpoints set aside rather than resumed (or blocking), and broken Parquet inputs named."""
 
 import json
-import shutil
 import logging
+import shlex
+import shutil
 
 import pandas as pd
 import pytest
@@ -209,3 +210,28 @@ def test_memory_knobs_do_not_change_the_fingerprint():
     base = traj({})
     assert traj({"gradient_checkpointing": True, "vllm_gpu_memory_utilization": 0.2}) == base
     assert traj({"learning_rate": 5e-4}) != base
+
+
+def test_a_full_disk_during_a_checkpoint_save_is_one_line(tmp_path, subset, tiny_model_dir):
+    """A real full disk: the checkpoint folder on a 56 KiB tmpfs (mounted in a user and mount namespace), room for
+    the run's fingerprint and the adapter but not the optimizer state. torch.save's own error was "[enforce fail at
+    inline_container.cc:672] . unexpected pos"; the job says the disk is full, naming the checkpoint, and removes
+    the cut-off one."""
+    import subprocess
+    import sys
+
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=4k tmpfs {ck}"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs in a user namespace here: {probe.stderr.decode().strip()}")
+    grpo = [sys.executable, "-m", "grpo_budget.cli", "train", "--subset", str(subset), "--model", str(tiny_model_dir),
+            "--checkpoints", str(ck), "--settings", json.dumps(SETTINGS), "--dataset", json.dumps(DATASET),
+            "--seed", "0", "--log-out", str(tmp_path / "log.parquet"), "--manifest-out", str(tmp_path / "m.json")]
+    script = f"mount -t tmpfs -o size=56k tmpfs {ck} && {' '.join(map(shlex.quote, grpo))}; echo rc=$?; ls -A {ck}"
+    out = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True)
+    line = f"grpo-budget: error: {ck}/checkpoint-1: the disk is full (0 MiB free on the filesystem of {ck}); free " \
+           "space and run again — training resumes from its last complete checkpoint"
+    assert line in out.stderr, out.stderr[-3000:]
+    assert "Traceback" not in out.stderr and "inline_container" not in out.stderr
+    assert out.stdout.split()[-3:] == ["rc=2", "README.md", "fingerprint.json"]  # the cut-off checkpoint-1 is gone

@@ -28,13 +28,33 @@ EARLIER_JOB = ("it is an output of an earlier job; {}rebuild it with `snakemake 
                "your command again")
 
 
-# What a full disk reads like where the errno is lost (Arrow's C++ writers: "basic_ios::clear: iostream error").
-DISK_FULL_TEXT = ("iostream error", "No space left")
+# What a full disk reads like where the errno is lost (Arrow's and torch.save's C++ writers: "basic_ios::clear:
+# iostream error"; torch.save then reports "[enforce fail at inline_container.cc:672] . unexpected pos", the write
+# that came up short; safetensors: "No space left on device").
+DISK_FULL_TEXT = ("iostream error", "No space left", "inline_container.cc")
 
 
-def disk_full(e: BaseException) -> bool:
-    """Whether ``e`` is a write that failed for want of space."""
-    return (isinstance(e, OSError) and e.errno == errno.ENOSPC) or any(t in str(e) for t in DISK_FULL_TEXT)
+def disk_full(e: BaseException | None) -> bool:
+    """Whether ``e`` (or an exception it was raised from or while handling) is a write that failed for want of
+    space."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if any(t in str(e) for t in DISK_FULL_TEXT):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def full_disk(path: str | os.PathLike, what: str) -> UserError:
+    """The one line for a write to ``path`` that the disk had no room for: the free space where it was written and
+    ``what`` the next run does."""
+    folder = _existing(Path(path).parent)
+    free = shutil.disk_usage(folder).free / 2**20
+    return UserError(f"{path}: the disk is full ({free:.0f} MiB free on the filesystem of {folder}); free space and "
+                     f"run again — {what}")
 
 
 def _remove(tmp_path: Path | None) -> None:
@@ -105,10 +125,7 @@ def atomic_path(path: str | os.PathLike, fixed: bool = False) -> Iterator[Path]:
         if not disk_full(e):
             raise
         _remove(tmp_path)  # first, so the free space reported is what a re-run has
-        folder = _existing(path.parent)
-        free = shutil.disk_usage(folder).free / 2**20
-        raise UserError(f"{path}: the disk is full ({free:.0f} MiB free on the filesystem of {folder}); free space and "
-                        "run again — nothing was written") from e
+        raise full_disk(path, "nothing was written") from e
     finally:
         _remove(tmp_path)
 

@@ -11,13 +11,16 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 import struct
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from grpo_budget.digest import sha256_of
 from grpo_budget.errors import UserError
-from grpo_budget.io import guard, numbered_path, read_json, write_json
+from grpo_budget.io import disk_full, full_disk, guard, numbered_path, read_json, write_json
 from grpo_budget.train.fingerprint import differing_parts
 from grpo_budget.train.manifest import checkpoint_path
 
@@ -106,6 +109,24 @@ def digest_recorder():
                 record_digests(Path(args.output_dir) / f"checkpoint-{state.global_step}")
 
     return RecordDigests()
+
+
+@contextmanager
+def room_to_save(trainer, folder: Path) -> Iterator[None]:
+    """A full disk while the Trainer saves a checkpoint into ``folder`` is one line naming it (``torch.save`` says
+    only "[enforce fail at inline_container.cc:672] . unexpected pos"). The cut-off checkpoint (without its
+    ``sha256.json``, written last) is removed first, so that the free space reported is what the next run has; that
+    run resumes from the last complete checkpoint."""
+    try:
+        yield
+    except Exception as e:
+        if not disk_full(e):
+            raise
+        cut = Path(folder) / f"checkpoint-{trainer.state.global_step}"
+        if cut.is_dir() and not (cut / DIGEST_FILE).exists():
+            guard(cut, "delete")
+            shutil.rmtree(cut, ignore_errors=True)
+        raise full_disk(cut, "training resumes from its last complete checkpoint") from e
 
 
 def adapter_file(checkpoint: Path) -> Path | None:

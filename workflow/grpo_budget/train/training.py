@@ -26,7 +26,7 @@ from grpo_budget.io import read_json, read_parquet, write_json, write_parquet
 from grpo_budget.prepare.splits import attach_answers
 from grpo_budget.select.sources import labels_bought
 from grpo_budget.train.checkpoints import (adapter_digest, checkpoints, claim_checkpoint_dir, digest_recorder,
-                                           discard_incomplete, record_digests)
+                                           discard_incomplete, record_digests, room_to_save)
 from grpo_budget.train.dynamic import trainer_class
 from grpo_budget.train.fingerprint import fingerprint
 from grpo_budget.train.manifest import recorded
@@ -142,7 +142,8 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
             trainer.callback_handler.callbacks.insert(0, learnable_share())
         if resume:
             log.info("resuming from %s", resume)
-        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+        with room_to_save(trainer, Path(args.output_dir)):
+            trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     finally:
         for k, v in saved_env.items():
             if v is None:
@@ -156,7 +157,8 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
         raise RuntimeError(f"training on {subset_path} ran zero optimizer steps; no manifest written")
     if not any(step == final_step for step, _ in checkpoints(args.output_dir)):
         # Planned saves end at max_steps; should the Trainer stop short of it, keep the final adapter too.
-        trainer._save_checkpoint(trainer.model, trial=None)
+        with room_to_save(trainer, Path(args.output_dir)):
+            trainer._save_checkpoint(trainer.model, trial=None)
         if trainer.is_world_process_zero():  # on_save, which records digests, fires only in the Trainer's own flow
             record_digests(Path(args.output_dir) / f"checkpoint-{final_step}")
     return trainer.state.log_history, final_step
