@@ -211,3 +211,60 @@ def test_a_copy_evaluates_its_own_checkpoints_and_a_moved_folder_re_evaluates_wi
     for e in evals:
         assert pd.read_parquet(moved / e)["n_samples"].eq(1).all()
     assert checksums(tiny_run) == before
+
+
+@pytest.mark.slow
+@pytest.mark.tiny_reader
+def test_a_damaged_intermediate_kept_with_its_time_is_rebuilt_with_a_line_saying_why(moved):
+    """An evaluation table cut short and a manifest overwritten, each with its time kept (a copy interrupted, a disk
+    error): the plain command said "Nothing to be done", and only the job that read them later failed. Their
+    footers and JSON are checked as the run starts, and the jobs that made them re-run."""
+    args = ("-n", "--configfile", str(TINY), "--config", f"results={moved}")
+    table = moved / "runs/tiny/framearith/hard/b0.2/s0/eval/framearith.parquet"
+    manifest = moved / "runs/tiny/framearith/random/b0.2/s0/manifest.json"
+    for path, cut in ((table, table.stat().st_size // 2), (manifest, 40)):
+        st = path.stat()
+        path.write_bytes(path.read_bytes()[:cut])
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    dry = snakemake(*args)
+    assert (f"grpo-budget: evaluate job tiny_framearith_hard_b0.2_s0_framearith: its output {table} is not a "
+            "readable Parquet file (cut short or overwritten?") in dry.stderr
+    assert (f"grpo-budget: train job tiny_framearith_random_b0.2_s0: its output {manifest} is not a readable JSON "
+            "(cut short or overwritten?") in dry.stderr
+    jobs = planned(dry)
+    assert jobs["evaluate"] == 2 and jobs["train"] == 1 and "score" not in jobs
+
+
+@pytest.mark.slow
+@pytest.mark.tiny_reader
+def test_a_report_during_a_run_is_refused_and_a_read_only_folder_is_named(moved, tmp_path):
+    """snakemake --report while a run holds the folder packed the previous run's tables without a word: refused,
+    naming the run. A run on a read-only folder (a real read-only bind mount, in a user and mount namespace) got
+    only Snakemake's "Write-protected output files": a line says the filesystem is read-only first."""
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        (moved / LOCK_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": holder.pid, "cwd": "/x"}))
+        out = snakemake("--report", str(tmp_path / "report.html"), "--configfile", str(TINY), "--config",
+                        f"results={moved}")
+        assert out.returncode != 0 and not (tmp_path / "report.html").exists()
+        assert (f"{moved}: a run is writing this results folder now (pid {holder.pid} on {socket.gethostname()}, run "
+                "from /x") in out.stderr
+        assert "so a report would pack the previous run's tables and figures" in out.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+        (moved / LOCK_FILE).unlink()
+
+    other = edited_config(TINY, tmp_path / "other.yaml", results=str(moved), evaluation={"num_samples": 1})
+    before = files(moved)
+    read_only = f"mount --bind {moved} {moved} && mount -o remount,bind,ro {moved}"
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", read_only], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot bind-mount read-only in a user namespace here: {probe.stderr.strip()}")
+    run = f"{read_only} && {sys.executable} -m snakemake --cores 2 --configfile {other}"
+    out = subprocess.run(["unshare", "-rm", "sh", "-c", run], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode != 0
+    assert (f"grpo-budget: {moved} is on a read-only filesystem: no job can write its outputs there; make it "
+            "writable, or copy it and point results: at the copy") in out.stderr
+    assert "Write-protected output files" in out.stderr  # Snakemake's own, after ours
+    assert files(moved) == before

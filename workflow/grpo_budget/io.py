@@ -230,6 +230,24 @@ def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> p
         raise UserError(f"{path} is not a readable Parquet file ({reason}): {rebuild}") from e
 
 
+def damage(path: str | os.PathLike) -> str | None:
+    """What is wrong with an output that exists, found cheaply (a Parquet file's footer read, a JSON file parsed; a
+    file cut short loses its footer): a run checks the outputs it would keep before deciding what to run, since a
+    damaged file kept with its time looks up to date. None when it reads (or is of another kind)."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        if path.suffix == ".parquet":
+            pq.read_metadata(path)
+        elif path.suffix == ".json":
+            json.loads(path.read_text())
+    except (OSError, ValueError, pyarrow.ArrowException) as e:
+        kind = "Parquet file" if path.suffix == ".parquet" else "JSON"
+        return f"not a readable {kind} (cut short or overwritten? {' '.join(str(e).split())[:120]})"
+    return None
+
+
 def _check_recorded_digest(path: Path) -> None:
     """A Parquet output edited or damaged since it was written (readable, but not what its job wrote) is moved
     aside, so that naming it as the target rebuilds it, and refused in one line."""
