@@ -47,9 +47,10 @@ def checkpoint_path(manifest: str | os.PathLike, entry: str) -> Path:
     """A listed checkpoint's path in the results folder the manifest is in now.
 
     ``{results}/...`` is read against that folder. A manifest written before paths were relative lists them as
-    the run wrote them (absolute, or relative to its working directory), ``.../checkpoints/checkpoint-N`` beside
-    the manifest then: the same run folder's checkpoint is read here, never the folder it was copied or moved
-    from. A path that is neither is refused in one line (nothing is moved or deleted).
+    the run wrote them (absolute, or relative to its working directory): a path inside this results folder is
+    read as it is; another, ``.../checkpoints/checkpoint-N`` beside the manifest when it was written (the folder it
+    was copied or moved from), is read from the same run folder here, never from there. A path that is neither is
+    refused in one line (nothing is moved or deleted).
     """
     here = absolute(manifest).parent
     root = results_root(manifest)
@@ -57,6 +58,8 @@ def checkpoint_path(manifest: str | os.PathLike, entry: str) -> Path:
         path = absolute(root / entry[len(RESULTS) + 1:])
         if inside(path, root):
             return path
+    elif inside(entry, root):
+        return absolute(entry)
     else:
         old = Path(entry)
         run = here.relative_to(root).parts or (here.name,)  # the run's folder, as its path ended when written
