@@ -344,11 +344,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run_job(a: argparse.Namespace) -> None:
-    """A workflow job: one process at a time (its lock), and its provenance record written when it succeeds."""
+    """A workflow job: one process at a time (its lock), confined to its results folder (the record's, which
+    ``provenance/{rule}/{job}.json`` lies in: it writes, moves and deletes nothing outside it), and its provenance
+    record written when it succeeds."""
+    from grpo_budget.experiment.plan import PATTERNS
     from grpo_budget.experiment.provenance import write
+    from grpo_budget.io import confined
     from grpo_budget.lock import holding
 
-    with holding(f"{a.record_out}.lock", f"{a.command} job {Path(a.record_out).stem}"):
+    results = Path(a.record_out).parents[len(Path(PATTERNS["provenance"]).parts) - 1]
+    with holding(f"{a.record_out}.lock", f"{a.command} job {Path(a.record_out).stem}"), confined(results):
         a.func(a)
         write(a.record_out, a.record)
 
