@@ -149,12 +149,14 @@ def assert_same_run(straight: Path, resumed: Path, manifest: dict) -> None:
     pd.testing.assert_frame_equal(log(resumed), log(straight))
 
 
-@pytest.mark.parametrize(("method", "dynamic"), [("grpo", True), ("codapo", False), ("codapo", True),
-                                                 ("guided", False), ("guided", True)])
+@pytest.mark.parametrize(("method", "dynamic", "accumulation"), [("grpo", True, 2), ("codapo", False, 1),
+                                                                 ("codapo", True, 1), ("guided", False, 2),
+                                                                 ("guided", True, 1)])
 def test_a_run_resumed_in_its_second_pass_ends_as_the_uninterrupted_run(tmp_path, taught_model, subset, method,
-                                                                          dynamic):
-    """Killed after step 3, the second pass's first step; resumed, it trains on into the third pass."""
-    settings = {"method": method, "dynamic_sampling": dynamic}
+                                                                          dynamic, accumulation):
+    """Killed after step 3, the second pass's first step; resumed, it trains on into the third pass (some with two
+    micro-batches a step, whose generation batch TRL keeps between them)."""
+    settings = {"method": method, "dynamic_sampling": dynamic, "gradient_accumulation_steps": accumulation}
     train(tmp_path / "straight", subset, taught_model, **settings)
     killed_after(tmp_path / "straight", tmp_path / "resumed", 3)
     manifest = train(tmp_path / "resumed", subset, taught_model, **settings)
