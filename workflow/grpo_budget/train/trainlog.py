@@ -49,7 +49,7 @@ def whole_run(history: list[dict], resumed_from: int, state: dict | None = None,
     if not resumed_from:
         return pd.DataFrame(history)
     rows = [dict(row) for row in history]
-    final = next((row for row in rows if "train_loss" in row), None)
+    final = next((row for row in reversed(rows) if "train_loss" in row), None)  # this job's, else a restored one
     if final is None:
         final = {key: math.nan for key in SUMMARY}
         final.update(total_flos=state["total_flos"], epoch=state["epoch"], step=state["global_step"])
