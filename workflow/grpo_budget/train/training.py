@@ -33,6 +33,7 @@ from grpo_budget.train.manifest import recorded
 from grpo_budget.train.methods import METHODS, check_batch
 from grpo_budget.train.lora import check_lora_targets, lora_config, resolve_lora_targets
 from grpo_budget.train.schedule import planned_saves, prompts_per_generation, schedule
+from grpo_budget.train.trainlog import column_recorder, read_columns, whole_run
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +67,10 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
         state = read_json(done[-1][1] / "trainer_state.json")
         history, final_step = state["log_history"], state["global_step"]
     else:
+        state = None
         history, final_step = _fit(subset, model_path, args, t, dataset, done[-1][1] if done else None, subset_path,
-                                   planned)
-    history = pd.DataFrame(history)
+                                   planned, resumed_from)
+    history = whole_run(history, resumed_from, state, read_columns(checkpoint_dir))
     history.insert(0, "resumed_from", resumed_from)
     write_parquet(history, log_out)
     saved = [(step, path) for step, path in checkpoints(checkpoint_dir) if step <= final_step]
@@ -96,7 +98,7 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
 
 
 def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict, resume: Path | None,
-         subset_path: str | Path, planned: list[int]) -> tuple[list[dict], int]:
+         subset_path: str | Path, planned: list[int], resumed_from: int = 0) -> tuple[list[dict], int]:
     """Train from ``resume`` (or from scratch) to ``args.max_steps``, saving checkpoints at the ``planned`` steps
     and keeping the final adapter as a checkpoint; returns the trainer log and the final step."""
     from datasets import Dataset
@@ -131,7 +133,7 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
             train_dataset=train_set,
             processing_class=tokenizer,
             peft_config=lora_config(t.lora, targets, layers),
-            callbacks=[planned_saves(planned), digest_recorder()],
+            callbacks=[planned_saves(planned), digest_recorder(), column_recorder(resumed_from)],
             dynamic=t.dynamic_sampling,
             max_rounds=t.dynamic_max_rounds,
             seed=int(args.seed),
