@@ -119,7 +119,8 @@ def subset_items(config: dict, run: dict) -> int:
 
 def scoring_samples(config: dict) -> int:
     """Samples per pool item: ``scoring.num_samples``, or with adaptive scoring its ``max_samples``, or its total
-    cap ``mean_samples`` where that is lower (an upper bound either way: most items settle sooner)."""
+    ``mean_samples`` where that is lower (an upper bound either way: without ``mean_samples`` most items settle
+    sooner; with it, scoring spends it unless no item has doubt left)."""
     sc = config["scoring"]
     if sc.get("adaptive") is not None:
         a = Adaptive.from_dict(sc["adaptive"])
