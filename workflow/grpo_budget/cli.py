@@ -132,8 +132,11 @@ def cmd_fetch_models(a: argparse.Namespace) -> None:
     for name, spec in cfg["models"].items():
         if fetched(cfg, name):
             store = Path(cfg["model_store"])
-            print(fetch_into(spec["path"], store / ".partial" / folder_name(spec["path"]),
-                             store / folder_name(spec["path"])))
+            try:
+                print(fetch_into(spec["path"], store / ".partial" / folder_name(spec["path"]),
+                                 store / folder_name(spec["path"])))
+            except UserError as e:
+                raise UserError(f"model {name}: {e}") from None
 
 
 def cmd_doctor(a: argparse.Namespace) -> None:
@@ -180,6 +183,16 @@ def cmd_plan(a: argparse.Namespace) -> None:
         print(memory.render(budgets, memory_plan.card(cfg), cfg["device"]) + "\n")
     text, path = cost.write_plan(cfg, a.parallel)
     print(text + f"\nwritten to {path} (per job: {path.with_suffix('.csv')})")
+
+
+def cmd_pilot(a: argparse.Namespace) -> None:
+    from grpo_budget.experiment.config import load
+    from grpo_budget.score import pilot
+
+    found = pilot.run(load(a.configfile), a.configfile, a.model, a.dataset, a.items)
+    print("\n".join(line for p in found for line in p.lines()))
+    if any(p.share < pilot.NO_SIGNAL for p in found):
+        raise SystemExit(1)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -269,6 +282,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--parallel", type=int, default=None, help="jobs at a time, for the wall-time estimate")
     s.add_argument("--gpu-memory-gib", type=float, default=None, help="the card's memory (replaces gpu.memory_gib)")
     s.set_defaults(func=cmd_plan)
+
+    s = sub.add_parser("pilot", help="before the grid: sample a few dozen pool items with the base model and say "
+                       "whether the pool gives GRPO a signal (exit 1 when it does not)")
+    s.add_argument("--configfile", default="config.yaml", help="the experiment config (default: the embedded one)")
+    s.add_argument("--model", action="append", help="a model of the config (repeatable; default: every trained one)")
+    s.add_argument("--dataset", action="append", help="a dataset of the config (repeatable; default: every trainable)")
+    s.add_argument("--items", type=int, default=32, help="pool items sampled (default 32), seeded by scoring.seed")
+    s.set_defaults(func=cmd_pilot)
 
     s = sub.add_parser("fetch-model", help="download one hub model (the fetch_model rule's job)")
     s.add_argument("--hub-id", required=True)
