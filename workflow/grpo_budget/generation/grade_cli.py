@@ -15,10 +15,13 @@ from pathlib import Path
 import pandas as pd
 
 from grpo_budget.errors import UserError
+from grpo_budget.experiment import schema
+from grpo_budget.experiment.config import load
 from grpo_budget.generation import custom_rewards
 from grpo_budget.generation.grading import MODES, Grade, grade_many
 from grpo_budget.prepare.benchmarks import BENCHMARKS
 from grpo_budget.prepare.loaders import load_benchmark
+from grpo_budget.prepare.splits import build
 
 
 def read_completions(path: str | Path) -> pd.DataFrame:
@@ -50,10 +53,6 @@ def reason(g: Grade) -> str:
 
 def config_dataset(configfile: str, name: str) -> tuple[dict[str, pd.DataFrame], dict]:
     """A config's dataset as the workflow prepares it (its files, mapping, ids, filter) and its grading settings."""
-    from grpo_budget.experiment import schema
-    from grpo_budget.experiment.config import load
-    from grpo_budget.prepare.splits import build
-
     cfg = load(configfile)
     if name not in cfg["datasets"]:
         raise UserError(f"--dataset {name}: {configfile} has no such dataset; allowed: {', '.join(cfg['datasets'])}")
