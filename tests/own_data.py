@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 NAMES = ["Sam", "Ada", "Lee", "Mia", "Bo", "Kim", "Ana", "Tom"]
 THINGS = ["apples", "pens", "books", "cards", "shells", "coins"]
@@ -82,3 +84,37 @@ def write_all(folder: Path, n: int = 200) -> dict[str, Path]:
     return {"wordprobs": write_jsonl(word_problems(n), folder / "wordprobs.jsonl"),
             "mcq": write_jsonl(multiple_choice(n), folder / "mcq.jsonl"),
             "mmlu_train": folder / "mmlu-train.parquet", "mmlu_test": folder / "mmlu-test.parquet"}
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "your-own-data.md"
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
+
+
+def docs_blocks(language: str) -> list[str]:
+    """The fenced blocks of docs/your-own-data.md in ``language``."""
+    return [body for lang, body in FENCE.findall(DOCS.read_text()) if lang == language]
+
+
+def docs_config() -> dict:
+    """The page's config of the three shapes, as written there."""
+    (text,) = [b for b in docs_blocks("yaml") if "wordprobs:" in b and "models:" in b]
+    return yaml.safe_load(text)
+
+
+def docs_grader() -> tuple[str, str]:
+    """(the file name, the code) of the page's grading function (`# NAME.py, ...` on its first line)."""
+    (code,) = [b for b in docs_blocks("python") if "def " in b]
+    return code.splitlines()[0].split()[1].rstrip(","), code
+
+
+def experiment(folder: Path, model: Path | None = None, n: int = 200) -> Path:
+    """The docs page's setup in ``folder``: its data files, its config (EXPERIMENT.yaml) and, where given, a model
+    folder copied in as my-model/. Returns the config's path."""
+    import shutil
+
+    write_all(folder / "data", n)
+    if model is not None:
+        shutil.copytree(model, folder / "my-model", dirs_exist_ok=True)
+    path = folder / "EXPERIMENT.yaml"
+    path.write_text(yaml.safe_dump(docs_config(), sort_keys=False))
+    return path

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from grpo_budget.errors import UserError
 from grpo_budget.generation import choices as choice_grading
@@ -259,6 +260,17 @@ def rows(frame: pd.DataFrame, fields: dict, answer_type: str, where: str) -> pd.
     return passthrough(out, frame)
 
 
+def storable(values: list) -> list:
+    """``values`` as Parquet can hold them: as they are, or (a column mixing kinds, such as numbers and texts in one
+    JSON field) each as its text, JSON for lists and mappings."""
+    try:
+        pa.array(values)
+        return values
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+        return [v if v is None or isinstance(v, str) else json.dumps(v, default=str) if isinstance(v, (list, dict))
+                else str(v) for v in values]
+
+
 def passthrough(out: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
     """``out`` with every column of the user's ``frame``: under its own name, or as ``user_<name>`` where the name
     is one of the project's or the later stages' columns and the values differ from the project's."""
@@ -270,5 +282,5 @@ def passthrough(out: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
             if key in out.columns and [cell(v) for v in out[key]] == values:
                 continue  # the project's column already holds it (an id column named id, a question named prompt)
             key = RENAMED.format(key)
-        added[key] = values
+        added[key] = storable(values)
     return pd.concat([out, pd.DataFrame(added, index=out.index)], axis=1) if added else out
