@@ -151,3 +151,20 @@ def test_check_grader_with_a_grading_function(tmp_path, grader):
                           "solution": [None, "so 40"]})
     assert check(frame, function=f"{grader}:has_gold")["accuracy"] == 1.0
     assert check(frame, function=f"{grader}:has_gold", perturb=True)["accuracy"] == 0.0
+
+
+def test_the_docs_reward_functions_as_the_page_says(tmp_path):
+    """`within_one` grades the word problems; as a training reward it would also be given the multiple choice rows,
+    whose answers are not numbers: refused before any job, as the page says; `brief` reads any rows."""
+    path = experiment(tmp_path, n=60)
+    name, code = docs_grader()
+    (tmp_path / name).write_text(code)
+    cfg = yaml.safe_load(path.read_text())
+    cfg["datasets"]["wordprobs"]["grading"] = {"function": f"{name}:within_one"}
+    cfg["training"] = {"rewards": {"correct": 1.0, f"{name}:within_one": 0.2}}
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    with pytest.raises(ConfigError, match=r"training.rewards.*within_one' \(on dataset mcq\): .*raised ValueError"):
+        grpo_config.load(path)
+    cfg["training"] = {"rewards": {"correct": 1.0, f"{name}:brief": 0.1}}
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    assert grpo_config.load(path)["datasets"]["wordprobs"]["grading"]["function"].endswith("my_grader.py:within_one")

@@ -218,7 +218,7 @@ def fingerprinted(dataset: dict, rewards: dict | None) -> dict:
 
 def check(ref: str, rows: pd.DataFrame | None, prompts: Sequence[Any] | None = None) -> None:
     """Before any job: ``ref`` imports, takes the keywords it will get, and returns numbers on a few real ``rows``
-    (completions: the gold answer boxed and stated, as a model would write them)."""
+    (completions: the gold answer boxed and stated, and a wrong number, as a model would write them)."""
     fn = load(ref)
     if rows is None:
         check_signature(fn, ref, [])
@@ -226,8 +226,9 @@ def check(ref: str, rows: pd.DataFrame | None, prompts: Sequence[Any] | None = N
     columns = columns_of(rows)
     check_signature(fn, ref, columns)
     golds = [_shown(a) for a in rows["answer"]]
-    completions = [c for g in golds for c in (f"\\boxed{{{g}}}", f"The answer is {g}.")]
-    repeat = np.repeat(np.arange(len(rows)), 2)
+    # the gold answer boxed and stated, and a wrong number, as a model might write them
+    completions = [c for g in golds for c in (f"\\boxed{{{g}}}", f"The answer is {g}.", "I think it is 1.")]
+    repeat = np.repeat(np.arange(len(rows)), 3)
     given = list(prompts) if prompts is not None else list(rows["prompt"])
     call(fn, ref, completions, [given[i] for i in repeat], {c: [rows[c].iloc[i] for i in repeat] for c in columns})
 
