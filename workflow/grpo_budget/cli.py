@@ -185,16 +185,6 @@ def cmd_plan(a: argparse.Namespace) -> None:
     print(text + f"\nwritten to {path} (per job: {path.with_suffix('.csv')})")
 
 
-def cmd_pilot(a: argparse.Namespace) -> None:
-    from grpo_budget.experiment.config import load
-    from grpo_budget.score import pilot
-
-    found = pilot.run(load(a.configfile), a.configfile, a.model, a.dataset, a.items)
-    print("\n".join(line for p in found for line in p.lines()))
-    if any(p.share < pilot.NO_SIGNAL for p in found):
-        raise SystemExit(1)
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grpo-budget", description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads for this job")
@@ -283,14 +273,6 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--gpu-memory-gib", type=float, default=None, help="the card's memory (replaces gpu.memory_gib)")
     s.set_defaults(func=cmd_plan)
 
-    s = sub.add_parser("pilot", help="before the grid: sample a few dozen pool items with the base model and say "
-                       "whether the pool gives GRPO a signal (exit 1 when it does not)")
-    s.add_argument("--configfile", default="config.yaml", help="the experiment config (default: the embedded one)")
-    s.add_argument("--model", action="append", help="a model of the config (repeatable; default: every trained one)")
-    s.add_argument("--dataset", action="append", help="a dataset of the config (repeatable; default: every trainable)")
-    s.add_argument("--items", type=int, default=32, help="pool items sampled (default 32), seeded by scoring.seed")
-    s.set_defaults(func=cmd_pilot)
-
     s = sub.add_parser("fetch-model", help="download one hub model (the fetch_model rule's job)")
     s.add_argument("--hub-id", required=True)
     s.add_argument("--partial", required=True, help="download folder, kept across a killed job")
@@ -322,12 +304,14 @@ def parser() -> argparse.ArgumentParser:
 
     sub.add_parser("check-grader", help="grade reference solutions as completions (see --help)", add_help=False)
     sub.add_parser("grade", help="grade a JSON lines file of completions against a benchmark -> CSV", add_help=False)
+    sub.add_parser("pilot", help="before the grid: does the pool give GRPO a signal? (see --help)", add_help=False)
     sub.add_parser("install-profile", help="link profiles/slurm into ~/.config/snakemake", add_help=False)
     sub.add_parser("launch", help="run the Snakemake controller itself as a SLURM job (submitit)", add_help=False)
     return p
 
 
 PASSTHROUGH = {"check-grader": ("generation.check_grader", "main"), "grade": ("generation.grade_cli", "main"),
+               "pilot": ("score.pilot", "main"),
                "install-profile": ("cluster.slurm", "main_install_profile"), "launch": ("cluster.slurm", "main_launch")}
 
 
@@ -365,11 +349,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run_job(a: argparse.Namespace) -> None:
-    """A workflow job: one process at a time (its lock), and its provenance record written when it succeeds."""
+    """A workflow job: one process at a time (its lock), confined to its results folder (the record's, which
+    ``provenance/{rule}/{job}.json`` lies in: it writes, moves and deletes nothing outside it), and its provenance
+    record written when it succeeds."""
+    from grpo_budget.experiment.plan import PATTERNS
     from grpo_budget.experiment.provenance import write
+    from grpo_budget.io import confined
     from grpo_budget.lock import holding
 
-    with holding(f"{a.record_out}.lock", f"{a.command} job {Path(a.record_out).stem}"):
+    results = Path(a.record_out).parents[len(Path(PATTERNS["provenance"]).parts) - 1]
+    with holding(f"{a.record_out}.lock", f"{a.command} job {Path(a.record_out).stem}"), confined(results):
         a.func(a)
         write(a.record_out, a.record)
 

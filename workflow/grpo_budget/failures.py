@@ -49,15 +49,47 @@ def read_logs(run_logs: str | Path | list | None) -> str:
     return text
 
 
+# Snakemake's line for a job's shell command that failed: its exit status, or the signal that ended the shell.
+COMMAND_LINE = re.compile(r"^Command '(.*)' (?:returned non-zero exit status (\d+)|died with <Signals\.\w+: (\d+)>)",
+                          re.M)
+
+
+def signalled(run_log: str, job_log: str) -> int | None:
+    """The signal that ended the failed job whose log is ``job_log``, from its command's line in Snakemake's run
+    log: the shell reports a child ended by signal N as exit status 128 + N."""
+    for command, status, signum in COMMAND_LINE.findall(run_log):
+        if job_log in command:
+            number = int(signum) if signum else int(status) - 128
+            return number if number > 0 else None
+    return None
+
+
+def killed(number: int) -> str:
+    """What a job ended by signal ``number`` says: the kernel's out-of-memory killer and a cluster's memory limit
+    send SIGKILL, which no process can catch or report itself."""
+    if number == signal.SIGKILL:
+        return f"killed by signal {number} (out of memory?)"
+    try:
+        return f"killed by signal {number} ({signal.Signals(number).name})"
+    except ValueError:
+        return f"killed by signal {number}"
+
+
 def causes(run_logs: str | Path | list | None) -> list[str]:
     """``cause (LOG): LINE`` for each failed job named in Snakemake's run log(s) (a path or a list of paths, as its
-    ``onerror`` handler receives them; nothing when they cannot be read)."""
+    ``onerror`` handler receives them; nothing when they cannot be read). A job ended by a signal says so: its log's
+    last line is only where it was (a progress bar's fragment)."""
     out = []
-    for path in job_logs(read_logs(run_logs)):
-        try:
-            line = cause(Path(path).read_text(errors="replace"))
-        except OSError:
-            line = "the log file is missing"
+    run_log = read_logs(run_logs)
+    for path in job_logs(run_log):
+        number = signalled(run_log, path)
+        if number is not None:
+            line = killed(number)
+        else:
+            try:
+                line = cause(Path(path).read_text(errors="replace"))
+            except OSError:
+                line = "the log file is missing"
         out.append(f"cause ({path}): {line or 'the log file is empty'}")
     return out
 

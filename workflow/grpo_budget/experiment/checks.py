@@ -11,6 +11,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from grpo_budget import model_folder
+from grpo_budget.errors import UserError
 from grpo_budget.experiment import schema
 from grpo_budget.experiment import datacheck
 from grpo_budget.experiment.datacheck import files_entry
@@ -18,7 +19,9 @@ from grpo_budget.experiment.schema import ConfigError
 from grpo_budget.experiment.sweep import (NAME_REGEX, NAMES_KEY, ONLY_KEY, apply, axes, derived_name, format_value,
                                           variants)
 from grpo_budget.prepare.benchmarks import BENCHMARKS
+from grpo_budget.generation import rewards
 from grpo_budget.prepare.framearith import resolve_params
+from grpo_budget.prepare.splits import GENERATORS
 from grpo_budget.select.policies import budget_size, fixed_size, policy_of
 from grpo_budget.select.sources import SOURCES, split_arm
 from grpo_budget.train.methods import check_batch
@@ -49,6 +52,7 @@ def semantics(cfg: dict) -> None:
     if isinstance(window, float) and window > 1:
         raise ConfigError(f"config field 'analysis.learnable_window': {window} is neither a fraction in (0, 1] nor "
                           f"a count; allowed: a count of steps without a decimal point ({int(window)})")
+    _names(cfg)
     tr = cfg["training"]
     if tr["use_vllm"] and tr["vllm_mode"] == "server":
         raise ConfigError("config field 'training.vllm_mode': server needs a `trl vllm-serve` process on its own GPUs, "
@@ -95,6 +99,27 @@ def semantics(cfg: dict) -> None:
                 if size is not None and budget > size:
                     raise ConfigError(f"config field 'budgets[{i}]': {budget} items is above the pool size of "
                                       f"dataset {name!r} ({size}); allowed: a count ≤ {size} or a fraction in (0, 1]")
+
+
+def _names(cfg: dict) -> None:
+    """Names a registry or the config defines that the schema leaves open: the rewards, each generator's knobs, the
+    test sets of a per-set analysis.stratify_by (otherwise a misspelling fails late, in a job, or silently does
+    nothing)."""
+    try:
+        rewards.check(cfg["training"]["rewards"])
+    except UserError as e:
+        raise ConfigError(str(e)) from None
+    for name, ds in cfg["datasets"].items():
+        generator = GENERATORS.get(ds.get("generator", ""))
+        unknown = sorted(set(ds.get("params") or {}) - set(generator.params)) if generator else []
+        if unknown:
+            raise ConfigError(f"config field 'datasets.{name}.params': unknown {ds['generator']} knob "
+                              f"{unknown[0]!r}; allowed: {', '.join(generator.params)}")
+    stratify = cfg["analysis"]["stratify_by"]
+    for key in stratify if isinstance(stratify, dict) else []:
+        if key not in cfg["datasets"]:
+            raise ConfigError(f"config field 'analysis.stratify_by.{key}': no test set is named {key!r}; allowed: "
+                              f"{', '.join(sorted(cfg['datasets']))}")
 
 
 def _sources(cfg: dict) -> None:

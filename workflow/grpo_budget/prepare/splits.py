@@ -44,12 +44,13 @@ class Generator:
 
     build: Callable[[dict, int, dict], dict[str, pd.DataFrame]]  # (dataset entry, seed, params) -> {split: frame}
     difficulty: str
+    params: tuple[str, ...]  # its knobs (the dataset's ``params:``); config validation refuses any other name
 
 
 # The registry of built-in tasks; real benchmarks are in grpo_budget.prepare.benchmarks.BENCHMARKS.
 GENERATORS: dict[str, Generator] = {
-    "frame_arithmetic": Generator(_frame_arithmetic, difficulty="n_ops"),
-    "shuffled_objects": Generator(_shuffled_objects, difficulty="n_objects"),
+    "frame_arithmetic": Generator(_frame_arithmetic, difficulty="n_ops", params=framearith.PARAMS),
+    "shuffled_objects": Generator(_shuffled_objects, difficulty="n_objects", params=shuffled_objects.PARAMS),
 }
 
 

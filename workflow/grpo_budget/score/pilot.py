@@ -10,6 +10,8 @@ nothing and what to change; the command then exits 1.
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from grpo_budget.aggregate.signal import CHANGE, NOTHING
 from grpo_budget.cluster import memory_plan
 from grpo_budget.errors import UserError
 from grpo_budget.experiment import plan
+from grpo_budget.experiment.config import load
 from grpo_budget.experiment.settings import Generation
 from grpo_budget.generation.backends import from_settings
 from grpo_budget.generation.sample import sample_and_grade
@@ -119,3 +122,16 @@ def run(config: dict, configfile: str, models: list[str] | None = None, datasets
             graded = sample_and_grade(gen, pool, config["datasets"][dataset], replace(Sampling.of(g), n=group))
             out.append(summarize(model, dataset, graded, group, configfile))
     return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``grpo-budget pilot``: 1 where some model and dataset give GRPO no signal."""
+    p = argparse.ArgumentParser(prog="grpo-budget pilot", description=__doc__.splitlines()[0])
+    p.add_argument("--configfile", default="config.yaml", help="the experiment config (default: the embedded one)")
+    p.add_argument("--model", action="append", help="a model of the config (repeatable; default: every trained one)")
+    p.add_argument("--dataset", action="append", help="a dataset of the config (repeatable; default: every trainable)")
+    p.add_argument("--items", type=int, default=32, help="pool items sampled (default 32), seeded by scoring.seed")
+    a = p.parse_args(argv)
+    found = run(load(a.configfile), a.configfile, a.model, a.dataset, a.items)
+    print("\n".join(line for one in found for line in one.lines()))
+    return 1 if any(one.share < NO_SIGNAL for one in found) else 0

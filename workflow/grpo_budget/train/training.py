@@ -27,9 +27,10 @@ from grpo_budget.prepare.splits import attach_answers
 from grpo_budget.prepare.userrows import cell
 from grpo_budget.select.sources import labels_bought
 from grpo_budget.train.checkpoints import (adapter_digest, checkpoints, claim_checkpoint_dir, digest_recorder,
-                                           discard_incomplete, record_digests)
+                                           discard_incomplete, record_digests, room_to_save)
 from grpo_budget.train.dynamic import trainer_class
 from grpo_budget.train.fingerprint import fingerprint
+from grpo_budget.train.manifest import recorded
 from grpo_budget.train.methods import METHODS, check_batch
 from grpo_budget.train.lora import check_lora_targets, lora_config, resolve_lora_targets
 from grpo_budget.train.schedule import planned_saves, prompts_per_generation, schedule
@@ -52,6 +53,7 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
     if t.top_k is None:  # as scoring's null: the model's generation_config value, else transformers' 50
         args.top_k = effective_top_k(None, model_top_k(model_path))
     check_trainable(len(subset), args, t, subset_path)
+    preflight(model_path, t)
     _, planned = schedule(len(subset), t, prompts_per_generation(args))  # args.max_steps is its first part
     record = fingerprint(subset, model_path, t, custom_rewards.fingerprinted(dataset, t.rewards), seed)
     claim_checkpoint_dir(checkpoint_dir, record)
@@ -77,7 +79,7 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
         log.warning("planned checkpoint steps %s are missing from %s (resumed from step %d, saved under another "
                     "checkpoint plan); the manifest lists the ones there are", missing, checkpoint_dir, resumed_from)
     manifest = {
-        "model": model_path,
+        "model": recorded(model_path, manifest_out),  # paths in the results folder are {results}/...
         "fingerprint": record["fingerprint"],
         "resumed_from_step": resumed_from,
         "final_step": final_step,
@@ -85,7 +87,8 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
         **({"epochs": t.epochs, "steps_per_epoch": len(subset) // prompts_per_generation(args)}
            if t.epochs is not None else {}),
         # evaluate checks each adapter against its sha256 before loading it
-        "checkpoints": [{"step": step, "path": str(path), "sha256": adapter_digest(path)} for step, path in saved],
+        "checkpoints": [{"step": step, "path": recorded(path, manifest_out), "sha256": adapter_digest(path)}
+                        for step, path in saved],
         "labels_bought": labels,
         "rewards": rewards.check(t.rewards),  # name -> weight, as GRPO summed them
     }
@@ -143,7 +146,8 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
             trainer.callback_handler.callbacks.insert(0, learnable_share())
         if resume:
             log.info("resuming from %s", resume)
-        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+        with room_to_save(trainer, Path(args.output_dir)):
+            trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     finally:
         for k, v in saved_env.items():
             if v is None:
@@ -157,7 +161,8 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
         raise RuntimeError(f"training on {subset_path} ran zero optimizer steps; no manifest written")
     if not any(step == final_step for step, _ in checkpoints(args.output_dir)):
         # Planned saves end at max_steps; should the Trainer stop short of it, keep the final adapter too.
-        trainer._save_checkpoint(trainer.model, trial=None)
+        with room_to_save(trainer, Path(args.output_dir)):
+            trainer._save_checkpoint(trainer.model, trial=None)
         if trainer.is_world_process_zero():  # on_save, which records digests, fires only in the Trainer's own flow
             record_digests(Path(args.output_dir) / f"checkpoint-{final_step}")
     return trainer.state.log_history, final_step
@@ -169,6 +174,22 @@ def function_columns(subset: pd.DataFrame, t: Training, dataset: dict) -> list[s
         return []
     return [c for c in custom_rewards.columns_of(subset) if c not in (*SUBSET_COLUMNS, "solution")] + \
         (["solution"] if "solution" in subset and not METHODS[t.method].needs_solutions else [])
+
+
+def preflight(model_path: str, t: Training) -> None:
+    """Refuse what a config can get wrong that only the job can check (a config that skipped validation, LoRA targets
+    on this model's layout) before the run's checkpoint folder is claimed: claiming moves the checkpoints of another
+    fingerprint aside, which a run that cannot train must never do. The model is built on the meta device from its
+    config: no weights are read."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    rewards.check(t.rewards)
+    reporting_package(t.report_to)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_path))
+    targets, _ = resolve_lora_targets(model, t.lora.target_modules, t.lora.layers)
+    check_lora_targets(model, targets)
 
 
 def solution_column(subset: pd.DataFrame, t: Training, dataset: dict, subset_path) -> list[str]:
@@ -280,15 +301,20 @@ def reporting_env(report_to: str, run_dir: Path) -> dict[str, str]:
     results/`` then finds every arm), W&B offline in ``run_dir/wandb`` (``wandb sync`` uploads it later)."""
     if report_to == "none":
         return {}
-    if importlib.util.find_spec(report_to) is None:
-        raise UserError(f"training.report_to is {report_to}, but the {report_to} package is not installed: "
-                        f"pip install {report_to}, or set training.report_to: none")
+    reporting_package(report_to)
     folder = run_dir / REPORT_DIRS[report_to]
     folder.mkdir(parents=True, exist_ok=True)
     if report_to == "tensorboard":
         return {"TENSORBOARD_LOGGING_DIR": str(folder)}
     return {"WANDB_MODE": os.environ.get("WANDB_MODE", "offline"), "WANDB_DIR": str(folder),
             "WANDB_PROJECT": os.environ.get("WANDB_PROJECT", "grpo-budget")}
+
+
+def reporting_package(report_to: str) -> None:
+    """Refuse a ``report_to`` whose package is not installed."""
+    if report_to != "none" and importlib.util.find_spec(report_to) is None:
+        raise UserError(f"training.report_to is {report_to}, but the {report_to} package is not installed: "
+                        f"pip install {report_to}, or set training.report_to: none")
 
 
 def learnable_share():
