@@ -30,6 +30,9 @@ def test_the_cause_is_the_cli_error_then_an_exception_then_the_last_line():
     assert cause(trace) == "torch.OutOfMemoryError: CUDA out of memory."
     assert cause("step 1\nKilled\n") == "Killed"
     assert cause("\n \n") is None
+    # the job's own command heads its log (grpo_budget.cli): never a cause, however long
+    command = "grpo-budget: command: grpo-budget --record-out x --record '{\"digest\": 1}' train --settings '{}'\n"
+    assert cause(command) is None and cause(command + "step 1\nKilled\n") == "Killed"
 
 
 def test_causes_reads_each_jobs_log_and_says_when_it_is_missing(tmp_path):

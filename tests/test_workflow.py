@@ -96,6 +96,8 @@ def test_every_output_exists_with_columns_and_sane_values(tiny_run):
     md = (r / "summary.md").read_text()
     assert "| hard | 0.2 |" in md and "| full | all |" in md
     assert read_answer(r / "summary.md")[0].startswith("**tiny · framearith · budget")
+    train_log = next((r / "logs/train").glob("*.log")).read_text()  # the console shows jobs; each log its command
+    assert train_log.startswith("grpo-budget: command: grpo-budget --record-out ") and " train " in train_log
     verdicts = pd.read_csv(r / "tables/verdicts.csv")
     assert len(verdicts) == 1 and set(verdicts[["arm_a", "arm_b"]].iloc[0]) == {"hard", "random"}  # one budget each
     learn = pd.read_csv(r / "tables/learnable.csv")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from grpo_budget.device import configure_allocator
 from grpo_budget.errors import UserError
+from grpo_budget.failures import COMMAND_PREFIX
 from grpo_budget.reproducible import pin_cpu_code_path
 
 # A missing file named on the command line is the user's mistake too.
@@ -336,7 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _threads(args.threads)
         if args.record_out:
             # The command, reproducible from the job's log (the console shows jobs, not their JSON arguments).
-            print("grpo-budget " + shlex.join(argv), file=sys.stderr, flush=True)
+            print(COMMAND_PREFIX + shlex.join(["grpo-budget", *argv]), flush=True)  # stdout: the log, not the error line
             _run_job(args)
         else:
             args.func(args)

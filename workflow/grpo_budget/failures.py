@@ -8,6 +8,7 @@ import signal
 from pathlib import Path
 
 ERROR_PREFIX = "grpo-budget: error:"  # the CLI's one line for a user's mistake (grpo_budget.cli.main)
+COMMAND_PREFIX = "grpo-budget: command: "  # a job log's first line: the command that ran (grpo_budget.cli.main)
 # Snakemake's error block names each failed job's log files on one line.
 LOG_LINE = re.compile(r"^\s*log: (.+?) \(check log file\(s\) for error details\)\s*$", re.M)
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b.*$")
@@ -26,7 +27,7 @@ def job_logs(run_log: str) -> list[str]:
 def cause(job_log: str) -> str | None:
     """A job log's one-line cause: the CLI's error line, else a traceback's last exception line, else its last
     line (None for an empty log)."""
-    lines = [line.rstrip() for line in job_log.splitlines() if line.strip()]
+    lines = [line.rstrip() for line in job_log.splitlines() if line.strip() and not line.startswith(COMMAND_PREFIX)]
     for line in reversed(lines):
         if line.startswith(ERROR_PREFIX):
             return line
