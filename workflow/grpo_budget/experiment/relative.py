@@ -33,8 +33,10 @@ def _rewrite(path: str, base: Path) -> str:
 
 
 def _checked(path: str, base: Path, field: str, allowed: str) -> str:
+    """``path`` rewritten, refused where, relative, it names nothing in ``base`` (an absolute path is left to the
+    checks of its field)."""
     new = _rewrite(path, base)
-    if "*" not in new and not Path(new).exists():
+    if not os.path.isabs(path) and "*" not in new and not Path(new).exists():
         hint = (f"; it does exist relative to the working folder {Path.cwd()}: write it relative to {base} or absolute"
                 if not os.path.isabs(path) and Path(path).exists() else "")
         raise ConfigError(f"config field '{field}': {path!r} does not exist in {base} ({WHERE}){hint}; allowed: "
