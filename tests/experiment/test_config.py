@@ -123,7 +123,8 @@ def test_names_a_registry_or_the_config_defines_are_refused_in_one_line():
     per-set stratify_by (a misspelling would silently use a default) are checked with the config."""
     assert bad(training={"rewards": {"correct": 1.0, "fromat": 0.1}}) == (
         "config field 'training.rewards': unknown reward 'fromat'; allowed: correct, format, partial "
-        "(e.g. {correct: 1.0, format: 0.1})")
+        "(e.g. {correct: 1.0, format: 0.1}), or your own function as FILE.py:FUNCTION (a file, read from the config "
+        "file's folder) or MODULE:FUNCTION")
     assert "allowed: correct" in bad(sweep={"training.rewards": [{"correct": 1.0}, {"corect": 1.0}]})
     datasets = copy.deepcopy(DEFAULT["datasets"])
     datasets["framearith"]["params"] = {"width": 6, "max_op": 3}

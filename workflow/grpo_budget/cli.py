@@ -133,8 +133,11 @@ def cmd_fetch_models(a: argparse.Namespace) -> None:
     for name, spec in cfg["models"].items():
         if fetched(cfg, name):
             store = Path(cfg["model_store"])
-            print(fetch_into(spec["path"], store / ".partial" / folder_name(spec["path"]),
-                             store / folder_name(spec["path"])))
+            try:
+                print(fetch_into(spec["path"], store / ".partial" / folder_name(spec["path"]),
+                                 store / folder_name(spec["path"])))
+            except UserError as e:
+                raise UserError(f"model {name}: {e}") from None
 
 
 def cmd_doctor(a: argparse.Namespace) -> None:
@@ -302,12 +305,14 @@ def parser() -> argparse.ArgumentParser:
 
     sub.add_parser("check-grader", help="grade reference solutions as completions (see --help)", add_help=False)
     sub.add_parser("grade", help="grade a JSON lines file of completions against a benchmark -> CSV", add_help=False)
+    sub.add_parser("pilot", help="before the grid: does the pool give GRPO a signal? (see --help)", add_help=False)
     sub.add_parser("install-profile", help="link profiles/slurm into ~/.config/snakemake", add_help=False)
     sub.add_parser("launch", help="run the Snakemake controller itself as a SLURM job (submitit)", add_help=False)
     return p
 
 
 PASSTHROUGH = {"check-grader": ("generation.check_grader", "main"), "grade": ("generation.grade_cli", "main"),
+               "pilot": ("score.pilot", "main"),
                "install-profile": ("cluster.slurm", "main_install_profile"), "launch": ("cluster.slurm", "main_launch")}
 
 

@@ -18,7 +18,7 @@ from grpo_budget.cluster import cost, memory_plan
 from grpo_budget.cluster.rules import RULES, job_name, job_pattern, log_folder
 from grpo_budget.cluster.work import write_jobs
 from grpo_budget.experiment import config as grpo_config
-from grpo_budget.experiment import plan, provenance
+from grpo_budget.experiment import plan, provenance, relative
 from grpo_budget.errors import UserError
 from grpo_budget.experiment.schema import ConfigError
 from grpo_budget.hub import fetched, hub_id_of, store_pattern
@@ -31,7 +31,8 @@ min_version("9.0")
 os.environ.update(PATH=os.pathsep.join([os.path.dirname(sys.executable), os.getenv("PATH", "")]))
 
 try:
-    grpo_config.validate(config)  # fills in defaults; refuses a bad config before any job starts
+    # fills in defaults, reads relative input paths from the config file's folder; refuses a bad config before any job
+    grpo_config.validate(config, relative.base_folder(workflow.configfiles))
 except ConfigError as e:
     raise WorkflowError(f"invalid configuration: {e}") from None
 try:

@@ -14,6 +14,7 @@ from grpo_budget.aggregate.gains import gains_over_seeds, summary_table
 from grpo_budget.aggregate.learnable import learnable_table
 from grpo_budget.aggregate.outputs import output
 from grpo_budget.aggregate.read import ARM, PANEL, _label, _read, keys_in
+from grpo_budget.aggregate.signal import signal_lines
 from grpo_budget.aggregate.render import (
     _arm,
     _f,
@@ -80,7 +81,7 @@ def write_summary(runs: Listing, outs: list[str], s: Analysis) -> None:
     note += " " + rewards_note(runs)
     with atomic_path(csv_out) as tmp:
         table.to_csv(tmp, index=False)
-    lead = answer_sentences(verdict_table(runs, s), over)
+    lead = signal_lines(runs) + answer_sentences(verdict_table(runs, s), over)  # no reward variance: said first
     overlap = overlap_note(subset_overlap(subsets_by_policy(runs)))
     lead += ([overlap] if overlap else []) + ["Every pair of arms, with its interval: `tables/verdicts.md`."]
     _write_outputs([None, md_out, rest[1] if len(rest) > 1 else None], table, "grpo-budget summary: gains", note,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 from grpo_budget.cluster.memory import Budget, check, plan_generate, plan_train
+from grpo_budget.cluster.memory_fix import smallest_fit
 from grpo_budget.cluster.shapes import Shape, load_shape
 from grpo_budget.errors import UserError
 from grpo_budget.experiment import plan, sweep
@@ -124,5 +125,16 @@ def check_config(config: dict) -> list[Budget]:
                         "or cluster/model_configs/, so the memory plan cannot size their GPU jobs: run `grpo-budget "
                         "fetch-models --configfile CONFIG` where the hub is reachable (or set device: cpu)")
     out = budgets(config)
+    for b in out:
+        if not b.fits and b.rule == "train" and not b.problem:  # name the settings that fit, not one step towards them
+            b.note = _fix(config, b.model)
     check(out)
     return out
+
+
+def _fix(config: dict, model: str) -> str:
+    """The smallest change that fits, for the largest training job of ``model`` (every sweep variant)."""
+    shape, gpu, dtype = model_shape(config, model), card(config), config["models"][model]["dtype"]
+    variants = [Training.from_dict(plan.training_settings(config, model, v)) for v in sweep.names(config) or [None]]
+    t = max(variants, key=lambda t: plan_train(model, shape, t, gpu, dtype, _on_vllm(config, t), config["device"]).total)
+    return smallest_fit(model, shape, t, gpu, dtype, _on_vllm(config, t), config["device"])

@@ -13,6 +13,8 @@ from jsonschema.exceptions import best_match
 from grpo_budget import model_folder
 from grpo_budget.errors import UserError
 from grpo_budget.experiment import schema
+from grpo_budget.experiment import datacheck
+from grpo_budget.experiment.datacheck import files_entry
 from grpo_budget.experiment.schema import ConfigError
 from grpo_budget.experiment.sweep import (NAME_REGEX, NAMES_KEY, ONLY_KEY, apply, axes, derived_name, format_value,
                                           variants)
@@ -35,9 +37,14 @@ def semantics(cfg: dict) -> None:
             for key in ("generator", "pool_size", "test_size"):
                 if key not in ds and not (key == "pool_size" and ds.get("eval_only")):
                     raise ConfigError(f"config field '{where}.{key}' is required for source: builtin")
+        elif ds["source"] == "files":
+            files_entry(where, ds)
         elif "benchmark" not in ds:
             raise ConfigError(f"config field '{where}.benchmark' is required for source: benchmark; "
                               f"allowed: {', '.join(BENCHMARKS)}")
+        if ds["source"] != "files" and "answer_type" in ds:
+            raise ConfigError(f"config field '{where}.answer_type' is read only by source: files (a benchmark's answer "
+                              "type is its own, a built-in task's too); allowed: source: files for your own rows")
         for i, other in enumerate(ds.get("ood", [])):
             if other not in datasets:
                 raise ConfigError(f"config field '{where}.ood[{i}]': unknown dataset {other!r}; allowed: {names}")
@@ -173,6 +180,7 @@ def inputs(cfg: dict) -> None:
                 if "*" not in str(one) and not Path(one).exists():
                     raise ConfigError(f"config field '{where}.spec.data_files': {one!r} does not exist "
                                       f"(relative paths are read from {Path.cwd()}); allowed: existing files or folders")
+        datacheck.check(name, ds)  # a few rows of each local file, read as the prepare job will
         if ds.get("generator") == "frame_arithmetic":
             try:
                 p = resolve_params(ds.get("params", {}))
@@ -181,6 +189,7 @@ def inputs(cfg: dict) -> None:
             if not 1 <= p["min_ops"] <= p["max_ops"] <= p["width"]:
                 raise ConfigError(f"config field '{where}.params': need 1 <= min_ops <= max_ops <= width, got "
                                   f"min_ops={p['min_ops']}, max_ops={p['max_ops']}, width={p['width']}")
+    datacheck.functions(cfg)  # your own grading and reward functions, on a few of the data's rows
     per_step = cfg["training"]["prompts_per_step"]
     if all(fixed_size(p) for p in cfg["policies"]):
         return

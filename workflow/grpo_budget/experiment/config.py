@@ -7,14 +7,16 @@ from pathlib import Path
 
 import yaml
 
-from grpo_budget.experiment import checks, consistency, schema
+from grpo_budget.experiment import checks, consistency, relative, schema
 from grpo_budget.experiment.schema import ConfigError
 
 
-def validate(config: dict) -> dict:
-    """Validate ``config`` in place (defaults filled in) and return it; raise :class:`~grpo_budget.experiment.schema.ConfigError`."""
+def validate(config: dict, base: str | Path | None = None) -> dict:
+    """Validate ``config`` in place (defaults filled in) and return it; raise :class:`~grpo_budget.experiment.schema.ConfigError`.
+    ``base``: the config file's folder, which relative input paths are read from (None: the working folder)."""
     schema.check(config)
     _expand_home(config)
+    relative.resolve(config, None if base is None else Path(base))
     checks.semantics(config)
     consistency.check(config)
     checks.inputs(config)
@@ -45,4 +47,4 @@ def load(path: str | Path) -> dict:
         raise ConfigError(f"{path}:{where}: not valid YAML ({getattr(e, 'problem', None) or e})") from None
     if not isinstance(cfg, dict):
         raise ConfigError(f"{path}: a config is a YAML mapping of fields (models, datasets, ...), got {type(cfg).__name__}")
-    return validate(cfg)
+    return validate(cfg, Path(path).resolve().parent)

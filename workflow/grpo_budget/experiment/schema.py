@@ -14,6 +14,7 @@ from jsonschema.exceptions import best_match
 
 from grpo_budget.errors import UserError
 from grpo_budget.experiment.schema_file import SCHEMA_PATH, raw, section_schema
+from grpo_budget.generation.grading import ANSWER_TYPES
 from grpo_budget.prepare.benchmarks import BENCHMARKS
 from grpo_budget.prepare.splits import GENERATORS
 from grpo_budget.select.policies import arm_names
@@ -34,6 +35,7 @@ REGISTRY_ENUMS = {
     ("policies", "*"): arm_names,
     ("datasets", "*", "benchmark"): lambda: list(BENCHMARKS),
     ("datasets", "*", "generator"): lambda: list(GENERATORS),
+    ("datasets", "*", "answer_type"): lambda: list(ANSWER_TYPES),
     ("training", "method"): lambda: list(METHODS),
     ("training", "codapo_resample"): lambda: list(RESAMPLE_RULES),
     ("training", "guidance_when"): lambda: list(GUIDE_WHEN),

@@ -16,10 +16,10 @@ import pandas as pd
 
 from grpo_budget.generation import choices, codegrade
 from grpo_budget.prepare.rows import _column, _item_ids, _safe_id, _text
+from grpo_budget.prepare.userrows import FIRST_CALL, choice_label, options as parse_options
 
 # MBPP's published split by task_id (Austin et al. 2021): a local copy is one file of all 974 tasks.
 MBPP_SPLITS = {"prompt": (1, 10), "test": (11, 510), "validation": (511, 600), "train": (601, 974)}
-_FIRST_CALL = re.compile(r"assert\s+(?:not\s+)?\(?\s*(?:set\(|sorted\(|math\.isclose\()?\s*([A-Za-z_]\w*)\s*\(")
 
 
 def mbpp_splits(source: dict[str, pd.DataFrame], fields: dict) -> dict[str, pd.DataFrame]:
@@ -55,7 +55,7 @@ def mbpp(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
     setup_col = _column(frame, fields, "setup")
     setups = [_setup(v) for v in setup_col] if setup_col is not None else [""] * n
     codes = _text(_column(frame, fields, "solution"), n)
-    entry = [(m.group(1) if (m := _FIRST_CALL.search(t[0])) else None) if t else None for t in tests]
+    entry = [(m.group(1) if (m := FIRST_CALL.search(t[0])) else None) if t else None for t in tests]
     prompts = [f"{q.strip()}\nYour code should pass these tests:\n\n" + "\n".join(t) for q, t in zip(texts, tests)]
     return pd.DataFrame({
         "id": _item_ids(frame, fields, "mbpp", texts),
@@ -99,14 +99,14 @@ def arc(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
         if isinstance(q, dict):  # AI2's release files: {stem, choices: [{text, label}]}
             stems.append(str(q["stem"]).strip())
             options.append([(str(c["label"]).strip(), str(c["text"]).strip()) for c in q["choices"]])
-        else:
-            c = listed.iloc[i] if listed is not None else {"label": [], "text": []}
+        else:  # the hub's {label, text}, or a plain list of options (labelled A, B, ...) or a {label: text} mapping
             stems.append(str(q).strip())
-            options.append([(str(lab).strip(), str(txt).strip()) for lab, txt in zip(c["label"], c["text"])])
+            options.append((parse_options(listed.iloc[i]) if listed is not None else None) or [])
     prompts = [s + "\n\nOptions:\n" + "\n".join(f"({lab}) {txt}" for lab, txt in o) for s, o in zip(stems, options)]
-    answers = [choices.gold(k.strip(), o) if k and k.strip() in dict(o) else None for k, o in zip(keys, options)]
-    solutions = [None if a is None else f"The answer is ({k.strip()}) {dict(o)[k.strip()]}. \\boxed{{({k.strip()})}}"
-                 for a, k, o in zip(answers, keys, options)]
+    labels = [choice_label(k, o) if o else None for k, o in zip(keys, options)]  # a label, a 0-based index or a text
+    answers = [None if lab is None else choices.gold(lab, o) for lab, o in zip(labels, options)]
+    solutions = [None if lab is None else f"The answer is ({lab}) {dict(o)[lab]}. \\boxed{{({lab})}}"
+                 for lab, o in zip(labels, options)]
     id_col = _column(frame, fields, "id")
     ids = [f"arc-{_safe_id(i)}" for i in id_col] if id_col is not None else _item_ids(frame, fields, "arc", prompts)
     return pd.DataFrame({"id": ids, "prompt": prompts, "answer": answers, "answer_type": "choice",

@@ -182,8 +182,8 @@ def _gsm8k(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
     questions = _text(_column(frame, fields, "question", required=True), len(frame))
     solutions = _text(_column(frame, fields, "solution"), len(frame))
     answers_col = _column(frame, fields, "answer")
-    if answers_col is not None and (fields.get("answer") is None or fields.get("answer") != fields.get("solution")):
-        answers = [_normalize_number(a) for a in answers_col]
+    if answers_col is not None:  # a mapped answer column: plain numbers, or solutions ending in '#### <number>'
+        answers = [gsm8k_gold(a) if isinstance(a, str) and "####" in a else _normalize_number(a) for a in answers_col]
     else:
         answers = [gsm8k_gold(s) for s in solutions]
 

@@ -19,11 +19,12 @@ from grpo_budget import device as devices
 from grpo_budget.errors import UserError
 from grpo_budget.experiment import schema
 from grpo_budget.experiment.settings import Training
-from grpo_budget.generation import prompts, rewards
+from grpo_budget.generation import custom_rewards, prompts, rewards
 from grpo_budget.generation.backends import load_tokenizer
 from grpo_budget.generation.vllm_args import effective_top_k, model_top_k
 from grpo_budget.io import read_json, read_parquet, write_json, write_parquet
 from grpo_budget.prepare.splits import attach_answers
+from grpo_budget.prepare.userrows import cell
 from grpo_budget.select.sources import labels_bought
 from grpo_budget.train.checkpoints import (adapter_digest, checkpoints, claim_checkpoint_dir, digest_recorder,
                                            discard_incomplete, record_digests, room_to_save)
@@ -48,14 +49,14 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
     subset = read_parquet(subset_path)
     subset = attach_answers(subset, dataset, str(subset_path))
     labels = labels_bought(subset)
-    subset = subset[SUBSET_COLUMNS + solution_column(subset, t, dataset, subset_path)]
+    subset = subset[SUBSET_COLUMNS + solution_column(subset, t, dataset, subset_path) + function_columns(subset, t, dataset)]
     args = grpo_config(t, checkpoint_dir, seed, on_gpu, n_items=len(subset))
     if t.top_k is None:  # as scoring's null: the model's generation_config value, else transformers' 50
         args.top_k = effective_top_k(None, model_top_k(model_path))
     check_trainable(len(subset), args, t, subset_path)
     preflight(model_path, t)
     _, planned = schedule(len(subset), t, prompts_per_generation(args))  # args.max_steps is its first part
-    record = fingerprint(subset, model_path, t, dataset, seed)
+    record = fingerprint(subset, model_path, t, custom_rewards.fingerprinted(dataset, t.rewards), seed)
     claim_checkpoint_dir(checkpoint_dir, record)
     discard_incomplete(checkpoint_dir)
     # Checkpoints past max_steps (a run since shortened) are not resumed from, nor listed as this run's.
@@ -111,11 +112,14 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
             "answer_type": list(subset["answer_type"]),
             "item": list(range(len(subset))),  # dynamic sampling's refills leave out the prompts of their step
             **({"solution": [str(s) for s in subset["solution"]]} if "solution" in subset else {}),
+            # your own functions' columns (TRL passes each to the reward functions), as scoring and evaluation do
+            **{c: [cell(v) for v in subset[c]] for c in subset.columns if c not in (*SUBSET_COLUMNS, "solution")},
         }
     )
     grader = schema.fill(("datasets", "*", "grading"), dataset.get("grading", {}))
     reward, args.reward_weights = rewards.reward_functions(t.rewards, str(subset["answer_type"].iloc[0]),
-                                                           grader["mode"], grader["pattern"])
+                                                           grader["mode"], grader["pattern"], grader.get("function"),
+                                                           tuple(custom_rewards.columns_of(subset)))
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=load_dtype(t.dtype, args.bf16))
     targets, layers = resolve_lora_targets(model, t.lora.target_modules, t.lora.layers)
     check_lora_targets(model, targets)
@@ -164,6 +168,14 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
         if trainer.is_world_process_zero():  # on_save, which records digests, fires only in the Trainer's own flow
             record_digests(Path(args.output_dir) / f"checkpoint-{final_step}")
     return trainer.state.log_history, final_step
+
+
+def function_columns(subset: pd.DataFrame, t: Training, dataset: dict) -> list[str]:
+    """The data columns your own grading or reward functions are given (none when the run uses none)."""
+    if not custom_rewards.refs(dataset, t.rewards):
+        return []
+    return [c for c in custom_rewards.columns_of(subset) if c not in (*SUBSET_COLUMNS, "solution")] + \
+        (["solution"] if "solution" in subset and not METHODS[t.method].needs_solutions else [])
 
 
 def preflight(model_path: str, t: Training) -> None:
