@@ -101,7 +101,8 @@ def test_every_output_exists_with_columns_and_sane_values(tiny_run):
     verdicts = pd.read_csv(r / "tables/verdicts.csv")
     assert len(verdicts) == 1 and set(verdicts[["arm_a", "arm_b"]].iloc[0]) == {"hard", "random"}  # one budget each
     learn = pd.read_csv(r / "tables/learnable.csv")
-    assert (learn["predicted_from"] == "fresh").all() and learn["predicted_fresh_pct"].between(0, 100).all()
+    assert (learn["predicted_from"] == "all").all() and learn["predicted_fresh_pct"].between(0, 100).all()
+    assert learn["predicted_all_pct"].between(0, 100).all()
     for name in ("accuracy_vs_checkpoint", "learnable_vs_step", "pass_rate_histogram", "arm_differences"):
         png = r / f"figures/{name}.png"
         assert png.read_bytes()[:4] == b"\x89PNG"
@@ -200,7 +201,7 @@ def test_embedded_default_end_to_end(embedded_default_run):
     assert len(verdicts) == 10 and (verdicts["seeds_a"] == 2).all() and (verdicts["seeds_b"] == 2).all()
     assert (verdicts["diff_lo"] <= verdicts["diff_pts"]).all() and (verdicts["diff_pts"] <= verdicts["diff_hi"]).all()
     learn = pd.read_csv(results / "tables/learnable.csv")
-    assert (learn["predicted_from"] == "fresh").all()
+    assert (learn["predicted_from"] == "all").all()
     assert "learnable" in set(learn["policy"])
 
 

@@ -125,7 +125,8 @@ def write_learnable(runs: Listing, outs: list[str], s: Analysis) -> None:
             seeds=("seed", "size"), steps=("window_steps", "first"), groups=("window_groups", "sum"),
             hits=("_hits", "sum"), predicted=("predicted_pct", "mean"), source=("predicted_from", "first"),
             plugin=("predicted_plugin_pct", "mean"), posterior=("predicted_posterior_pct", "mean"),
-            fresh=("predicted_fresh_pct", "mean"), overall=("observed_all_pct", "mean"),
+            fresh=("predicted_fresh_pct", "mean"), every=("predicted_all_pct", "mean"),
+            overall=("observed_all_pct", "mean"),
             G=("G", "first")).reset_index()
         # Pooled over seeds: the observed share and its Wilson interval count every seed's groups.
         observed = 100 * g["hits"] / g["groups"]
@@ -141,6 +142,7 @@ def write_learnable(runs: Listing, outs: list[str], s: Analysis) -> None:
             "plug-in %": g["plugin"].map(lambda x: _f(x, ".1f")),
             "posterior %": g["posterior"].map(lambda x: _f(x, ".1f")),
             "fresh %": g["fresh"].map(lambda x: _f(x, ".1f")),
+            "all %": g["every"].map(lambda x: _f(x, ".1f")),
             "observed, all steps %": g["overall"].map(lambda x: _f(x, ".1f")),
         })
         if "variant" in g:  # each variant predicts with its own group size
@@ -152,10 +154,11 @@ def write_learnable(runs: Listing, outs: list[str], s: Analysis) -> None:
             "seeds, with a Wilson interval over those groups; and predicted as the mean over the subset of "
             "E[1 − pᴳ − (1 − p)ᴳ]. Plug-in: p = the scored pass rate k/K (biased at the tails: the selection picked "
             "items whose k/K erred towards its cut). Posterior: p under each item's empirical-Bayes posterior, the "
-            "pool's own Beta prior (fitted to every item's k of K) updated with the item's counts. Fresh: the same "
-            "posterior from new samples of the selected items (`scoring.verify_samples`), free of the selection's "
-            "winner's curse. The prediction leads with fresh where it exists, else posterior. Observed, all steps: "
-            "the paper's learnable %. Per-seed rows: the CSV.")
+            "pool's own Beta prior (fitted to every item's k of K) updated with the item's counts. Fresh: the prior "
+            "updated with new samples of the selected items instead (`scoring.verify_samples`), which the selection "
+            "did not pick on. All: the posterior updated with those new samples too, every sample of the item. The "
+            "prediction leads with all where the new samples exist, else posterior. Observed, all steps: the "
+            "paper's learnable %. Per-seed rows: the CSV.")
     _write_outputs(outs, table, "Learnable opportunities: predicted vs observed", note, sections)
 
 
