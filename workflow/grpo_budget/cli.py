@@ -186,6 +186,15 @@ def cmd_plan(a: argparse.Namespace) -> None:
     print(text + f"\nwritten to {path} (per job: {path.with_suffix('.csv')})")
 
 
+def cmd_recommend(a: argparse.Namespace) -> None:
+    from grpo_budget.aggregate.recommend import recommend
+    from grpo_budget.experiment.config import load
+    ok, lines = recommend(load(a.configfile), a.model, a.validation)
+    print("\n".join(lines))
+    if not ok:
+        raise SystemExit(1)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grpo-budget", description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads for this job")
@@ -273,6 +282,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--parallel", type=int, default=None, help="jobs at a time, for the wall-time estimate")
     s.add_argument("--gpu-memory-gib", type=float, default=None, help="the card's memory (replaces gpu.memory_gib)")
     s.set_defaults(func=cmd_plan)
+
+    s = sub.add_parser("recommend", help="after the score job: a model's arms ranked before training, validated")
+    s.add_argument("--configfile", default="config.yaml", help="the experiment config (default: the embedded one)")
+    s.add_argument("--model", required=True, help="a model of the config whose pool is scored")
+    s.add_argument("--validation", metavar="CSV", help="a regime map's tables/prediction.csv (default: the config's)")
+    s.set_defaults(func=cmd_recommend)
 
     s = sub.add_parser("fetch-model", help="download one hub model (the fetch_model rule's job)")
     s.add_argument("--hub-id", required=True)
