@@ -20,6 +20,7 @@ from grpo_budget.generation import prompts
 from grpo_budget.generation.backends import VLLMGenerator, load_tokenizer
 from grpo_budget.generation.sampling import Sampling
 from grpo_budget.io import read_json, read_parquet
+from grpo_budget.train.manifest import checkpoint_path
 
 
 def timed_run(merge: bool, model: str, adapter: str, built: list, sampling: Sampling, keys: list[str], rank: int):
@@ -46,7 +47,7 @@ def main() -> None:
     (ds_name, dataset), = cfg["datasets"].items()
     root = Path(a.results)
     manifest = next(root.glob(f"runs/{name}/{ds_name}/*/*/s*/manifest.json"))
-    adapter = read_json(manifest)["checkpoints"][-1]["path"]
+    adapter = str(checkpoint_path(manifest, read_json(manifest)["checkpoints"][-1]["path"]))
     model = str(root / "models" / name)
     test = read_parquet(root / "data" / ds_name / "test.parquet").head(a.items)
     e = cfg["evaluation"]

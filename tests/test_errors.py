@@ -104,7 +104,7 @@ def test_validate_config_refuses_a_misspelled_registry_name_in_one_line_listing_
     """A typo in a reward, a method, a difficulty source or a grading mode is refused by `grpo-budget validate-config`
     (and by the workflow before any job, which validates the same way), naming the field and what is available:
     a misspelled reward used to pass and fail the train job, after scoring and selection had run."""
-    typos = {"reward": ("training", {"rewards": {"corect": 1.0}}, "training.rewards", "'correct', 'format', 'partial'"),
+    typos = {"reward": ("training", {"rewards": {"corect": 1.0}}, "training.rewards", "correct, format, partial"),
              "method": ("training", {"method": "codpo"}, "training.method", "'grpo', 'codapo', 'guided'"),
              "source": ("scoring", {"difficulty": "agrement"}, "scoring.difficulty", "'labels', 'agreement'"),
              "grading mode": ("datasets", None, "datasets.framearith.grading.mode", "'strict', 'lenient', 'paper'")}

@@ -30,6 +30,9 @@ def test_the_cause_is_the_cli_error_then_an_exception_then_the_last_line():
     assert cause(trace) == "torch.OutOfMemoryError: CUDA out of memory."
     assert cause("step 1\nKilled\n") == "Killed"
     assert cause("\n \n") is None
+    # the job's own command heads its log (grpo_budget.cli): never a cause, however long
+    command = "grpo-budget: command: grpo-budget --record-out x --record '{\"digest\": 1}' train --settings '{}'\n"
+    assert cause(command) is None and cause(command + "step 1\nKilled\n") == "Killed"
 
 
 def test_causes_reads_each_jobs_log_and_says_when_it_is_missing(tmp_path):
@@ -109,3 +112,40 @@ def test_stops_are_noted_and_handed_on_to_the_handler_before():
         for s, h in before.items():
             signal.signal(s, h)
         failures.STOPS.clear()
+
+
+KILLED = '''\
+import os, signal, sys
+sys.stderr.write(" 43%|████▎     | 13/30 [00:41<00:52,  3.1s/it]")
+sys.stderr.flush()
+os.kill(os.getpid(), signal.SIG{name})
+'''
+
+
+@pytest.mark.parametrize("name, says", [("KILL", "killed by signal 9 (out of memory?)"),
+                                        ("SEGV", "killed by signal 11 (SIGSEGV)")])
+def test_a_job_killed_by_a_signal_says_so_rather_than_its_progress_bar(tmp_path, name, says):
+    """A real Snakemake run whose job is killed mid-way (as the kernel's out-of-memory killer does, with SIGKILL):
+    its log ends in a progress bar's fragment, which was the cause the console showed; Snakemake's run log has the
+    shell's exit status (128 + the signal)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "job.py").write_text(KILLED.format(name=name))
+    (tmp_path / "Snakefile").write_text(f'''
+from grpo_budget import failures
+
+rule job:
+    output: "out.txt"
+    log: "logs/job.log"
+    shell: "{sys.executable} job.py > {{log}} 2>&1"
+
+onerror:
+    for line in failures.causes(log):
+        print(line, file=sys.stderr)
+''')
+    out = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1"], cwd=tmp_path, capture_output=True,
+                         text=True)
+    assert out.returncode != 0
+    assert cause((tmp_path / "logs/job.log").read_text()).endswith("13/30 [00:41<00:52,  3.1s/it]")  # as before
+    assert f"cause (logs/job.log): {says}" in out.stderr.splitlines(), out.stderr[-2000:]

@@ -44,3 +44,37 @@ def test_the_workflow_fetches_each_hub_model_once_and_jobs_read_the_copy(tmp_pat
     assert "fetch_model" not in out.stdout  # fetched once: nothing to redo
     scores = [line for line in out.stdout.splitlines() if "grpo-budget" in line and " score " in line]
     assert scores and all(f"--model {target} " in line for line in scores)
+
+
+def unreachable_hub(tmp_path) -> dict:
+    """An environment whose hub cannot be reached: a closed port as the endpoint, an empty cache, no mirror."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in (hub.MIRROR_ENV, "HF_HUB_OFFLINE")}
+    return {**env, "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(tmp_path / "hf"), "HF_HUB_ETAG_TIMEOUT": "2",
+            "HF_HUB_DOWNLOAD_TIMEOUT": "2"}
+
+
+def test_an_unreachable_hub_names_the_model_and_the_fixes(tmp_path):
+    """Issue 55: fetch-models without network printed the hub library's raw ConnectError, naming no model."""
+    import subprocess
+
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    cfg["model_store"] = str(tmp_path / "store")
+    cfg["models"] = {"qwen": {"path": "Qwen/Qwen2.5-0.5B-Instruct"}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    env = unreachable_hub(tmp_path)
+    out = subprocess.run([sys.executable, "-m", "grpo_budget.cli", "fetch-models", "--configfile",
+                          str(tmp_path / "c.yaml")], capture_output=True, text=True, env=env, timeout=300)
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip() and "Warning" not in ln]
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert lines[-1].startswith("grpo-budget: error: model qwen: Qwen/Qwen2.5-0.5B-Instruct: cannot be fetched from "
+                                "the Hugging Face hub")
+    for fix in ("a local folder as the model's path:", "model_store", "HF_HUB_OFFLINE=1", "HF_ENDPOINT=URL",
+                hub.MIRROR_ENV):
+        assert fix in lines[-1], fix
+    # a job loading a hub id it cannot reach says the same, in one line
+    code = "from grpo_budget.generation.backends import load_tokenizer; load_tokenizer('org/never-cached')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**env, "HF_HUB_OFFLINE": "1"})  # offline: the same error, without transformers' retries
+    assert "UserError: org/never-cached: cannot be fetched from the Hugging Face hub" in out.stderr

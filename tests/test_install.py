@@ -60,3 +60,20 @@ def test_an_installed_wheel_validates_a_config_and_dry_runs_the_embedded_default
     dry = run_installed(installed, ["-m", "snakemake", "-n", "--quiet", "rules"], work)
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert "train" in dry.stdout and "evaluate" in dry.stdout
+
+
+def test_the_installed_sandbox_carries_its_mount_points_and_runs_code(installed, tmp_path):
+    """The code sandbox's root is the package's own folder of empty mount points: the wheel must carry them."""
+    probe = ("from pathlib import Path; from grpo_budget.generation import sandbox; "
+             "print(','.join(sorted(str(p.relative_to(sandbox.ROOT)) for p in Path(sandbox.ROOT).rglob('*') if p.is_file()))); "
+             "print(sandbox.ROOT); print(sandbox.problem())")
+    out = run_installed(installed, ["-c", probe], tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    files, root, problem = out.stdout.splitlines()
+    assert root.startswith(str(installed))
+    assert files.split(",") == ["bin/mount-point", "dev/null", "dev/urandom", "lib/mount-point", "lib64/mount-point",
+                                "sbin/mount-point", "usr/mount-point", "work/mount-point"]
+    from grpo_budget.generation import sandbox
+
+    if sandbox.problem() is None:  # where this checkout's sandbox runs, the installed one runs too
+        assert problem == "None", problem

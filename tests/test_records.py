@@ -6,13 +6,16 @@ the plain command would run; the copy keeps the session's run intact for the tes
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from conftest import TINY, edited_config
@@ -142,3 +145,126 @@ def test_a_controller_killed_with_sigkill_leaves_one_trainer_per_arm(moved):
         time.sleep(0.5)
     assert json.loads((run / "manifest.json").read_text())["final_step"] == 6
     assert not lock.exists() and (moved / "provenance" / "train" / f"{arm}.json").exists()
+
+
+def checksums(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
+            if p.is_file() and not p.is_symlink()}
+
+
+def as_written_before(manifest: Path, folder: Path) -> None:
+    """The manifest as training wrote it before paths were relative: absolute, into ``folder`` (the folder it was
+    made in); its time kept, so that Snakemake takes it as the same input."""
+    st = manifest.stat()
+    manifest.write_text(manifest.read_text().replace("{results}/", f"{folder}/"))
+    os.utime(manifest, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+@pytest.mark.slow
+def test_a_copy_evaluates_its_own_checkpoints_and_a_moved_folder_re_evaluates_without_training(tiny_run, tmp_path):
+    """cp -a of the tiny run, one of its adapters overwritten in place: the copy's evaluation catches it (its manifest
+    as this version writes it, and as the version before wrote it: absolute paths into the original), and the
+    original folder is byte for byte unchanged. mv of another copy, then a changed evaluation setting: the moved
+    folder re-evaluates every arm and trains nothing; an arm whose manifest is gone resumes at its last checkpoint."""
+    before = checksums(tiny_run)
+    evals = [p.relative_to(tiny_run) for p in sorted(tiny_run.glob("runs/*/*/*/*/*/eval/*.parquet"))]
+    hard, random = (Path(f"runs/tiny/framearith/{arm}/b0.2/s0") for arm in ("hard", "random"))
+
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-a", str(tiny_run), str(copy)], check=True)
+    as_written_before(copy / random / "manifest.json", tiny_run)
+    for arm in (hard, random):
+        adapter = copy / arm / "checkpoints/checkpoint-6/adapter_model.safetensors"
+        data = bytearray(adapter.read_bytes())
+        data[-4:] = bytes(b ^ 0xFF for b in data[-4:])  # other weights, same size and header
+        adapter.write_bytes(bytes(data))
+    cfg = edited_config(TINY, tmp_path / "copy.yaml", results=str(copy), evaluation={"num_samples": 1})
+    out = snakemake(*[str(copy / e) for e in evals], "--keep-going", "--configfile", str(cfg))
+    assert out.returncode != 0
+    for arm in (hard, random):
+        assert (f"grpo-budget: error: checkpoint {copy / arm}/checkpoints/checkpoint-6: its adapter_model.safetensors "
+                "does not match the sha256 recorded at training") in out.stderr
+        assert (copy / arm / "checkpoints/incomplete/checkpoint-6.1").is_dir()
+        assert not (copy / arm / "manifest.json").exists()
+    assert "rule train:" not in out.stdout + out.stderr
+    assert checksums(tiny_run) == before  # the original: nothing read into the copy's results, nothing moved
+
+    old, moved = tmp_path / "old" / "results", tmp_path / "elsewhere" / "results"
+    old.parent.mkdir()
+    subprocess.run(["cp", "-a", str(tiny_run), str(old)], check=True)
+    as_written_before(old / hard / "manifest.json", old)  # made before this change, then moved
+    moved.parent.mkdir()
+    subprocess.run(["mv", str(old), str(moved)], check=True)
+    (moved / random / "manifest.json").unlink()
+    trained = {p: p.stat().st_mtime_ns for p in moved.glob("runs/*/*/*/*/*/checkpoints/*/*") if p.is_file()}
+    cfg = edited_config(TINY, tmp_path / "moved.yaml", results=str(moved), evaluation={"num_samples": 1})
+    out = snakemake(*[str(moved / e) for e in evals], "--configfile", str(cfg))
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text[-4000:]
+    assert text.count("rule evaluate:") == len(evals) and text.count("rule train:") == 1
+    manifest = json.loads((moved / random / "manifest.json").read_text())
+    assert manifest["resumed_from_step"] == manifest["final_step"] == 6
+    assert "already reaches max_steps: nothing to train" in (moved / "logs/train/tiny_framearith_random_b0.2_s0.log"
+                                                               ).read_text()
+    assert {p: p.stat().st_mtime_ns for p in trained} == trained  # no checkpoint was written again
+    assert not list(moved.glob("runs/**/checkpoints.stale-*")) and not list(moved.glob("runs/**/incomplete"))
+    for e in evals:
+        assert pd.read_parquet(moved / e)["n_samples"].eq(1).all()
+    assert checksums(tiny_run) == before
+
+
+@pytest.mark.slow
+@pytest.mark.tiny_reader
+def test_a_damaged_intermediate_kept_with_its_time_is_rebuilt_with_a_line_saying_why(moved):
+    """An evaluation table cut short and a manifest overwritten, each with its time kept (a copy interrupted, a disk
+    error): the plain command said "Nothing to be done", and only the job that read them later failed. Their
+    footers and JSON are checked as the run starts, and the jobs that made them re-run."""
+    args = ("-n", "--configfile", str(TINY), "--config", f"results={moved}")
+    table = moved / "runs/tiny/framearith/hard/b0.2/s0/eval/framearith.parquet"
+    manifest = moved / "runs/tiny/framearith/random/b0.2/s0/manifest.json"
+    for path, cut in ((table, table.stat().st_size // 2), (manifest, 40)):
+        st = path.stat()
+        path.write_bytes(path.read_bytes()[:cut])
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    dry = snakemake(*args)
+    assert (f"grpo-budget: evaluate job tiny_framearith_hard_b0.2_s0_framearith: its output {table} is not a "
+            "readable Parquet file (cut short or overwritten?") in dry.stderr
+    assert (f"grpo-budget: train job tiny_framearith_random_b0.2_s0: its output {manifest} is not a readable JSON "
+            "(cut short or overwritten?") in dry.stderr
+    jobs = planned(dry)
+    assert jobs["evaluate"] == 2 and jobs["train"] == 1 and "score" not in jobs
+
+
+@pytest.mark.slow
+@pytest.mark.tiny_reader
+def test_a_report_during_a_run_is_refused_and_a_read_only_folder_is_named(moved, tmp_path):
+    """snakemake --report while a run holds the folder packed the previous run's tables without a word: refused,
+    naming the run. A run on a read-only folder (a real read-only bind mount, in a user and mount namespace) got
+    only Snakemake's "Write-protected output files": a line says the filesystem is read-only first."""
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        (moved / LOCK_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": holder.pid, "cwd": "/x"}))
+        out = snakemake("--report", str(tmp_path / "report.html"), "--configfile", str(TINY), "--config",
+                        f"results={moved}")
+        assert out.returncode != 0 and not (tmp_path / "report.html").exists()
+        assert (f"{moved}: a run is writing this results folder now (pid {holder.pid} on {socket.gethostname()}, run "
+                "from /x") in out.stderr
+        assert "so a report would pack the previous run's tables and figures" in out.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+        (moved / LOCK_FILE).unlink()
+
+    other = edited_config(TINY, tmp_path / "other.yaml", results=str(moved), evaluation={"num_samples": 1})
+    before = files(moved)
+    read_only = f"mount --bind {moved} {moved} && mount -o remount,bind,ro {moved}"
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", read_only], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot bind-mount read-only in a user namespace here: {probe.stderr.strip()}")
+    run = f"{read_only} && {sys.executable} -m snakemake --cores 2 --configfile {other}"
+    out = subprocess.run(["unshare", "-rm", "sh", "-c", run], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode != 0
+    assert (f"grpo-budget: {moved} is on a read-only filesystem: no job can write its outputs there; make it "
+            "writable, or copy it and point results: at the copy") in out.stderr
+    assert "Write-protected output files" in out.stderr  # Snakemake's own, after ours
+    assert files(moved) == before

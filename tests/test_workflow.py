@@ -96,10 +96,13 @@ def test_every_output_exists_with_columns_and_sane_values(tiny_run):
     md = (r / "summary.md").read_text()
     assert "| hard | 0.2 |" in md and "| full | all |" in md
     assert read_answer(r / "summary.md")[0].startswith("**tiny · framearith · budget")
+    train_log = next((r / "logs/train").glob("*.log")).read_text()  # the console shows jobs; each log its command
+    assert train_log.startswith("grpo-budget: command: grpo-budget --record-out ") and " train " in train_log
     verdicts = pd.read_csv(r / "tables/verdicts.csv")
     assert len(verdicts) == 1 and set(verdicts[["arm_a", "arm_b"]].iloc[0]) == {"hard", "random"}  # one budget each
     learn = pd.read_csv(r / "tables/learnable.csv")
-    assert (learn["predicted_from"] == "fresh").all() and learn["predicted_fresh_pct"].between(0, 100).all()
+    assert (learn["predicted_from"] == "all").all() and learn["predicted_fresh_pct"].between(0, 100).all()
+    assert learn["predicted_all_pct"].between(0, 100).all()
     for name in ("accuracy_vs_checkpoint", "learnable_vs_step", "pass_rate_histogram", "arm_differences"):
         png = r / f"figures/{name}.png"
         assert png.read_bytes()[:4] == b"\x89PNG"
@@ -125,8 +128,7 @@ def test_a_deleted_intermediate_is_rebuilt_by_the_plain_command(tiny_run):
     """A missing evaluation file whose consumers are up to date: the plain command re-runs the job whose input is
     gone, which rebuilds exactly that evaluation (no training); its readers' error also names the file as a target."""
     from grpo_budget.errors import UserError
-    from grpo_budget.aggregate.render import read_answer
-from grpo_budget.io import read_parquet
+    from grpo_budget.io import read_parquet
 
     args = ("--configfile", str(TINY), "--config", f"results={tiny_run}")
     evals = sorted(tiny_run.glob("runs/*/*/*/*/*/eval/*.parquet"))
@@ -199,5 +201,45 @@ def test_embedded_default_end_to_end(embedded_default_run):
     assert len(verdicts) == 10 and (verdicts["seeds_a"] == 2).all() and (verdicts["seeds_b"] == 2).all()
     assert (verdicts["diff_lo"] <= verdicts["diff_pts"]).all() and (verdicts["diff_pts"] <= verdicts["diff_hi"]).all()
     learn = pd.read_csv(results / "tables/learnable.csv")
-    assert (learn["predicted_from"] == "fresh").all()
+    assert (learn["predicted_from"] == "all").all()
     assert "learnable" in set(learn["policy"])
+
+
+README_FIGURES = "<!-- embedded-default figures"  # the README's marker before its table of measured figures
+
+
+def readme_figures(text: str) -> dict[str, dict[str, str]]:
+    """The README's table of the embedded default's figures, by processor: {processor: {column: cell}}."""
+    lines = text.split(README_FIGURES, 1)[1].splitlines()[1:]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines[:20] if line.startswith("|")]
+    head, body = rows[0], rows[2:]
+    return {r[0]: dict(zip(head[1:], r[1:])) for r in body}
+
+
+def processor() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def test_the_readme_figures_parse():
+    table = readme_figures((ROOT / "README.md").read_text())
+    assert table and all({"base", "easy", "hard", "random"} <= set(row) for row in table.values())
+
+
+@pytest.mark.slow
+def test_the_readme_quotes_what_the_embedded_default_gives_on_this_processor(embedded_default_run):
+    """The README's figures of the embedded default, measured at the commit that carries them, equal this run's where
+    this machine's processor is one the README names (the same processor gives the same numbers: docs/results.md);
+    elsewhere the test says what this processor gave, so the README can be brought up to date."""
+    over = pd.read_csv(embedded_default_run / "tables/gains_over_seeds.csv")
+    over = over[~over["ood"].astype(bool)]
+    got = {"base": f"{100 * over['base_acc'].iloc[0]:.1f}%"}
+    for _, r in over.iterrows():
+        got[r["policy"]] = f"{r['gain_pts']:+.1f} [{r['gain_lo']:+.1f}, {r['gain_hi']:+.1f}]".replace("-", "−")
+    quoted = readme_figures((ROOT / "README.md").read_text())
+    mine = processor()
+    if mine not in quoted:
+        pytest.skip(f"the README quotes no figures for this processor ({mine}); this run gave {got}")
+    assert quoted[mine] == got, f"README's figures for {mine} differ from this run's: {quoted[mine]} vs {got}"

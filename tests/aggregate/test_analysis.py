@@ -182,6 +182,35 @@ def test_learnable_predicted_vs_observed(synthetic):
     assert _row(t3, policy="hard")["observed_first_pct"] == pytest.approx(50)
 
 
+@pytest.mark.parametrize("mirror", [False, True])
+def test_the_prediction_separates_the_arms_of_a_mostly_unsolved_pool(mirror):
+    # True pass rates from Beta(5, 45) (mirrored: 1 - that), scored at 2 samples each: about 80% of the items at
+    # 0/2 (2/2), and with this seed the likelihood alone collapsed the prior (every arm predicted 52.6%, as on the
+    # 12.8% base model). The table's lead prediction (the posterior after 16 new samples per item too) must land
+    # near each arm's true share of mixed groups of 8, 1 - p^8 - (1 - p)^8 averaged over its items, and order them.
+    from grpo_budget.select import policies
+    from grpo_budget.select.posterior import with_posterior
+
+    rng = np.random.default_rng(4)
+    p = rng.beta(5, 45, 1000)
+    k = rng.binomial(2, p)
+    p, k = (1 - p, 2 - k) if mirror else (p, k)
+    ids = np.array([f"i{j}" for j in range(1000)])
+    pool = with_posterior(pd.DataFrame({"id": ids, "n_correct": k, "n_samples": 2, "pass_rate": k / 2}))
+    assert 0.78 < np.mean(k == (2 if mirror else 0)) < 0.82
+    fresh = pd.DataFrame({"n_samples": 16, "n_correct": rng.binomial(16, p)}, index=ids)
+    predicted, truth = {}, {}
+    for arm in ("hard", "easy", "learnable", "random"):
+        subset = policies.select(pool, arm, 0.1, seed=0, num_generations=8)
+        true_p = p[subset["id"].str[1:].astype(int)]
+        truth[arm] = float(np.mean(1 - true_p**8 - (1 - true_p) ** 8))
+        predicted[arm] = learnable.predicted_shares(subset, fresh, 8)["all"]
+        assert predicted[arm] == pytest.approx(truth[arm], abs=0.03), arm
+    low, high = ("hard", "learnable") if not mirror else ("easy", "learnable")
+    assert truth[high] - truth[low] > 0.09  # the arms differ by 9 points or more, and so do their predictions:
+    assert predicted[high] - predicted[low] == pytest.approx(truth[high] - truth[low], abs=0.02)
+
+
 def test_window_steps():
     assert learnability.window_steps(60, 0.1) == 6 and learnability.window_steps(6, 0.1) == 1
     assert learnability.window_steps(25, 0.1) == 3  # 2.5 rounds half up
@@ -329,6 +358,13 @@ def test_tiny_workflow_tables_figures_and_report(tiny_run, tmp_path):
         assert name in page, name
     for caption in ("Learning curves", "Learnable opportunities", "What each policy bought", "Accuracy by difficulty"):
         assert caption in page, caption
+    # It opens on the answer (the workflow description beside the rule graph), and its first category holds the
+    # gains and the verdicts as HTML tables; the CSV files come last.
+    answer = render.read_answer(results / "summary.md")[0].split(":** ", 1)[1]
+    assert "The answer" in page and json.dumps(answer)[1:40] in page
+    cats = json.loads(page.split("var categories = ", 1)[1].split(";\n", 1)[0])
+    assert sorted(cats)[0] == "1. The answer" and sorted(cats)[-1].startswith("4. Data")
+    assert {Path(f).name for sub in cats["1. The answer"].values() for f in sub} == {"summary.html", "verdicts.html"}
 
 
 def test_verdicts_say_how_many_seeds_would_decide(monkeypatch):

@@ -48,7 +48,9 @@ def grid(tmp_path) -> plan.Listing:
             d = tmp_path / f"{model}-{policy}"
             d.mkdir()
             _eval(final[model, policy], 10).to_parquet(d / "fa.parquet")
-            pd.DataFrame({"id": ["p0"], "pass_rate": [0.0]}).to_parquet(d / "subset.parquet")
+            j = 0 if policy == "hard" else 9  # the pool's hardest or easiest item, as scored
+            pd.DataFrame({"id": [f"p{j}"], "pass_rate": [k[j] / 8], "n_correct": [k[j]], "n_samples": [8],
+                          "eb_prior_a": [1.0], "eb_prior_b": [1.0]}).to_parquet(d / "subset.parquet")
             runs.append({"model": model, "dataset": "fa", "policy": policy, "budget": "0.1", "seed": 0,
                          "subset": str(d / "subset.parquet"), "log": str(d / "log.parquet"),
                          "manifest": str(d / "manifest.json"), "evals": {"fa": str(d / "fa.parquet")}})
@@ -90,3 +92,27 @@ def test_the_map_is_built_only_with_two_or_more_trained_models():
     for name in ("regime", "gain_vs_competence"):
         assert not OUTPUTS[name].wanted(one) and OUTPUTS[name].wanted(two)
     assert not OUTPUTS["regime"].wanted({"models": {"m": {}, "proxy": {"train": False}}})
+
+
+def test_the_map_as_the_prediction_reads_it(grid):
+    from grpo_budget.config.settings import Analysis
+    from grpo_budget.learnability import expected_learnable_beta
+
+    arms = regime.map_arms(grid, Analysis.from_dict(SETTINGS)).set_index(["model", "policy"])
+    assert arms.loc[("weak", "easy"), "base"] == "weak · fa · 0.1" and arms.loc[("weak", "easy"), "first"]
+    assert arms.loc[("weak", "easy"), "gain"] == pytest.approx(60.0)
+    assert arms.loc[("weak", "hard"), "first"] == False and arms.loc[("strong", "hard"), "first"] == True  # noqa: E712
+    # hard bought an item at 0 of 8, easy one at 8 of 8 (under a flat prior): G = 8, the listing's
+    assert arms.loc[("weak", "hard"), "learnable"] == pytest.approx(float(expected_learnable_beta(1.0, 9.0, 8)))
+    assert arms.loc[("weak", "easy"), "mean"] == pytest.approx(0.9)
+    assert arms.loc[("weak", "easy"), "pool_mean"] == pytest.approx(0.15)
+
+
+def test_the_prediction_table_says_why_two_base_models_recommend_nothing(grid, tmp_path):
+    out = tmp_path / "out"
+    run.run("prediction", grid, [str(out / f"prediction.{x}") for x in ("csv", "md", "html")], SETTINGS)
+    folds = pd.read_csv(out / "prediction.csv")
+    assert sorted(folds["base"].unique()) == ["strong · fa · 0.1", "weak · fa · 0.1"]
+    assert (folds["training_bases"] == 1).all()
+    md = (out / "prediction.md").read_text()
+    assert "**No recommendation yet** (predictor `learnable`): validated on 2 base model(s); it needs 3" in md

@@ -270,9 +270,7 @@ def test_fit_beta_prior_varying_n_and_empty_items():
     [
         ([0] * 50, 8, 0.0),  # all 0/8
         ([8] * 50, 8, 1.0),  # all 8/8
-        ([4, 2, 4, 1], [8, 4, 8, 2], 0.5),  # constant p
         ([1, 0, 1, 1], 1, 0.75),  # n == 1: spread unidentifiable
-        ([3], 8, 3 / 8),  # one item
     ],
 )
 def test_fit_beta_prior_degenerate_pools_give_concentrated_prior(k, n, mean):
@@ -280,6 +278,71 @@ def test_fit_beta_prior_degenerate_pools_give_concentrated_prior(k, n, mean):
     assert 1e-3 <= a <= 1e4 and 1e-3 <= b <= 1e4
     assert a + b > 1000  # strongly concentrated
     assert a / (a + b) == pytest.approx(mean, abs=0.05)
+
+
+@pytest.mark.parametrize("k, n, mean", [([4, 2, 4, 1], [8, 4, 8, 2], 0.5), ([3], 8, 3 / 8)])
+def test_pools_that_show_no_spread_keep_one_at_the_hyperprior_mode(k, n, mean):
+    # Every item at the same k/n, or one item: the likelihood is highest with no spread at all, the hyperprior's
+    # mode is not (its density vanishes there): a finite concentration, the mean between k/n and 1/2 (the
+    # hyperprior's mean(1 - mean) factor pulls a pool this small towards 1/2).
+    a, b = fit_beta_prior(k, n)
+    assert 0.5 < a + b < 100
+    assert min(mean, 0.5) - 1e-9 <= a / (a + b) <= max(mean, 0.5) + 1e-9
+
+
+def _log_posterior(a, b, k, n):
+    """The hyperparameters' log posterior, from scipy's beta-binomial pmf and BDA3's eq. 5.10 written out."""
+    from scipy import stats as sps
+
+    return sps.betabinom.logpmf(k, n, a, b).sum() + np.log(a) + np.log(b) - 2.5 * np.log(a + b)
+
+
+# 1,000 items at 2 samples each, 80% at 0/2: as binomial as a pool of equal pass rates would be, so the
+# likelihood's maximum sits at the concentration bound (alpha + beta = 1e4: every posterior the pool mean 0.105).
+MOSTLY_UNSOLVED = (np.repeat([0, 1, 2], [800, 190, 10]), np.full(1000, 2))
+
+
+def test_fit_beta_prior_is_the_mode_of_the_hyperparameters_posterior():
+    from scipy import optimize
+
+    k, n = MOSTLY_UNSOLVED
+    a, b = fit_beta_prior(k, n)
+    # an independent maximisation: Nelder-Mead over the log-parameters, several starts
+    runs = [optimize.minimize(lambda x: -_log_posterior(*np.exp(x), k, n), np.log([0.1 * s, 0.9 * s]),
+                              method="Nelder-Mead", options={"xatol": 1e-9, "fatol": 1e-12, "maxiter": 4000})
+            for s in (1.0, 30.0, 1000.0)]
+    mode = np.exp(min(runs, key=lambda r: r.fun).x)
+    assert (a, b) == pytest.approx(tuple(mode), rel=1e-3)
+    assert _log_posterior(a, b, k, n) >= _log_posterior(1050.0, 8950.0, k, n)  # above the likelihood's bound fit
+
+
+@pytest.mark.parametrize("mirror", [False, True])
+def test_the_prior_keeps_a_mostly_unsolved_pool_apart(mirror):
+    # 80% of the items at 0/2 (or, mirrored, at 2/2): the counts cannot rule out a spread of pass rates, so the
+    # prior keeps one (alpha + beta about 51, sd of p about 0.04), and an item's counts move its posterior.
+    k, n = MOSTLY_UNSOLVED
+    k = n - k if mirror else k
+    a, b = fit_beta_prior(k, n)
+    a, b = (b, a) if mirror else (a, b)
+    assert (a, b) == pytest.approx((5.405, 45.77), rel=1e-3)
+    post = beta_posterior(np.array([2, 1, 0]) if mirror else np.array([0, 1, 2]), 2, *fit_beta_prior(k, n))
+    means = post["mean"].to_numpy()
+    means = 1 - means if mirror else means
+    assert means == pytest.approx([0.1016, 0.1204, 0.1392], abs=1e-3)  # (5.4 + k) / (51.2 + 2)
+    assert (post["hi"] - post["lo"] > 0.15).all()  # 95% intervals as wide as the pool's spread
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_posterior_intervals_cover_the_true_rates_of_a_mostly_unsolved_pool(seed):
+    # True pass rates from Beta(5, 45) (mean 0.1, sd 0.04), two samples each: about 80% of the items at 0/2, and
+    # with these seeds the likelihood alone puts every item at the pool mean (90% intervals covering 9% of the
+    # true rates). The hyperprior's mode keeps the intervals honest.
+    rng = np.random.default_rng(seed)
+    p = rng.beta(5, 45, 1000)
+    k = rng.binomial(2, p)
+    assert 0.78 < np.mean(k == 0) < 0.82
+    post = beta_posterior(k, 2, *fit_beta_prior(k, 2), level=0.9)
+    assert 0.8 <= np.mean((post["lo"] <= p) & (p <= post["hi"])) <= 0.99
 
 
 def test_fit_beta_prior_rejects_bad_counts():

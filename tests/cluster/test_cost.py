@@ -73,7 +73,7 @@ def test_epochs_and_checkpoints_set_steps_and_evaluations():
 
 
 def test_paper_configs_plan_every_job_of_their_dag():
-    for name, n in (("hard-examples", 169), ("difficulty-limits", 279)):  # the dry runs' counts, less `all`
+    for name, n in (("hard-examples", 170), ("difficulty-limits", 280)):  # the dry runs' counts, less `all`
         jobs = work.jobs(load(ROOT / "configs" / f"{name}.yaml"))
         assert len(jobs) == n, name
     sizes = {j.model: j.size_b for j in work.jobs(load(ROOT / "configs" / "hard-examples.yaml"))
@@ -235,3 +235,38 @@ def test_a_two_axis_sweeps_jobs_get_their_own_estimates():
     model, dataset, policy, budget, seed = row["name"].split("_v-")[0].split("_")
     wc = dict(model=model, dataset=dataset, policy=policy, budget=budget[1:], seed=seed[1:], variant="G16-beta0.04")
     assert cost.runtime_minutes(cfg, "train", wc) == cost.request_minutes(row.seconds, Cost.from_dict(cfg["cost"]))
+
+
+def test_the_plan_counts_the_rows_of_local_files_and_warns_once(tmp_path, caplog, monkeypatch):
+    """Issue 55: a 150-row file borrowing gsm8k's name was planned as GSM8K's 7,473 items, with no warning; arc's
+    unknown size was warned about 12 times, advising a setting validation refuses."""
+    import json
+    import logging
+
+    from own_data import word_problems
+
+    rows = [{"question": r["prompt"], "answer": r["solution"].replace("The answer is ", "#### ")}
+            for r in word_problems(170)]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:150]))
+    (tmp_path / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[150:]))
+    cfg = config.load(TINY)
+    cfg["results"] = str(tmp_path / "results")
+    cfg["models"] = {"m": {"path": "org/model"}}
+    cfg["datasets"] = {
+        "mine": {"source": "benchmark", "benchmark": "gsm8k", "seed": 0, "ood": [], "eval_only": False,
+                 "spec": {"data_files": {"train": str(tmp_path / "train.jsonl"), "test": str(tmp_path / "test.jsonl")}}},
+        "own": {"source": "files", "answer_type": "number", "seed": 0, "ood": [], "eval_only": False,
+                "spec": {"data_files": str(tmp_path / "train.jsonl"), "test_fraction": 0.2,
+                         "fields": {"question": "question", "answer": "answer"}}},
+        "hub": {"source": "benchmark", "benchmark": "arc", "seed": 0, "ood": [], "eval_only": False}}
+    cfg = config.validate(cfg)
+    assert (work.split_items(cfg, "mine", "pool"), work.split_items(cfg, "mine", "test")) == (150, 20)
+    assert (work.split_items(cfg, "own", "pool"), work.split_items(cfg, "own", "test")) == (120, 30)
+    monkeypatch.setattr(work, "WARNED", set())
+    with caplog.at_level(logging.WARNING, logger=work.__name__):
+        jobs = work.jobs(cfg)
+    warned = [r.getMessage() for r in caplog.records if "cannot tell how many items" in r.getMessage()]
+    assert len(warned) == 2 and {"pool split", "test split"} == {w.split("its ")[1].split(" (")[0] for w in warned}
+    assert "spec.pool_size" not in warned[0] and "spec.max_items" in warned[0]
+    scores = {j.dataset: j for j in jobs if j.rule == "score"}
+    assert scores["mine"].sequences == 150 * 4 and scores["own"].sequences == 120 * 4  # pool items x K

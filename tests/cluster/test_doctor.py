@@ -54,3 +54,18 @@ def test_doctor_prints_one_line_per_check_and_fails_on_this_cpu_machine():
     lines = out.stdout.strip().splitlines()
     assert out.returncode == 1 and all(line.split()[0] in ("ok", "warn", "FAIL") for line in lines)
     assert any(line.startswith("ok    memory plan") for line in lines)
+
+
+def test_a_cpu_config_skips_what_it_does_not_use(monkeypatch):
+    """Issue 55: `doctor` on a device: cpu config reported FAIL for CUDA and SLURM and exited 1."""
+    monkeypatch.setattr(doctor, "_run", lambda cmd: None)  # no sinfo: not a SLURM node
+    checks = doctor.run(load(ROOT / "tests" / "configs" / "tiny.yaml"))
+    by = {c.what: c.status for c in checks}
+    assert by["CUDA"] == by["GPUs here"] == by["SLURM"] == by["SLURM plugin"] == "skip"
+    assert "FAIL" not in by.values() and by["memory plan"] == "ok"
+    monkeypatch.setattr(doctor, "_run", lambda cmd: "cpu*|(null)|(null)\n")  # a CPU-only cluster
+    slurm = next(c for c in doctor.run(load(ROOT / "tests" / "configs" / "tiny.yaml")) if c.what == "SLURM")
+    assert slurm.status == "ok" and "partitions cpu" in slurm.detail
+    out = subprocess.run([sys.executable, "-m", "grpo_budget.cli", "doctor", "--configfile", "tests/configs/tiny.yaml"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "FAIL" not in out.stdout, out.stdout

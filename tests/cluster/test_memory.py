@@ -1,6 +1,7 @@
 """The memory plan: shapes and parameter counts of the paper models, and what fits on which card."""
 
 import json
+import re
 
 import pytest
 
@@ -120,8 +121,23 @@ def test_too_large_micro_batches_are_refused_with_what_to_change():
     from grpo_budget.cluster import memory_plan
 
     cfg = paper_config(training={"prompts_per_step": 16})  # 128 completions in one micro-batch
-    with pytest.raises(UserError, match="raise training.gradient_accumulation_steps"):
+    with pytest.raises(UserError, match=r"the smallest change that fits: training.gradient_accumulation_steps: (\d+)"
+                       ) as refused:
         memory_plan.check_config(cfg)
+    # the value named fits at once (issue 55: 774 GiB, then 146, then a fit took one edit per message)
+    assert "model qwen3-4b, rule train" in str(refused.value)
+    steps = int(re.search(r"gradient_accumulation_steps: (\d+)", str(refused.value)).group(1))
+
+    def train_job(k: int):
+        budgets = memory_plan.budgets(paper_config(training={"prompts_per_step": 16, "gradient_accumulation_steps": k}))
+        return by_rule(budgets, "qwen3-4b", "train")
+
+    assert train_job(steps).fits
+    assert not train_job(max(k for k in range(1, steps) if 16 % k == 0)).fits  # the smallest that fits
+    # where no micro-batch fits (Qwen3-14B beside its colocated vLLM engine), it says what else would
+    with pytest.raises(UserError, match=r"qwen3-14b, rule train: .*no micro-batch or checkpointing setting fits.*"
+                                        r"training.max_completion_length"):
+        memory_plan.check_config(paper_config(training={"prompts_per_step": 16, "gradient_accumulation_steps": 4}))
 
 
 def test_on_cpu_training_jobs_are_sized_against_this_machines_memory(monkeypatch):
@@ -149,7 +165,7 @@ def test_on_cpu_training_jobs_are_sized_against_this_machines_memory(monkeypatch
     assert jobs.training_job(wide, "qwen2.5-0.5b").settings["gradient_checkpointing"] is True
     wide["training"]["gradient_checkpointing"] = False
     with pytest.raises(UserError, match=r"rule train: needs .* GiB of memory \(.*\) on this machine's 24 GiB "
-                                        r"\(device cpu\).*raise training.gradient_accumulation_steps"):
+                                        r"\(device cpu\).*the smallest change that fits: training.gradient_"):
         memory_plan.check_config(wide)
     # a 14B model's bf16 weights alone are 27.5 GiB
     with pytest.raises(UserError, match="model qwen3-14b, rule train: .*on this machine's 24 GiB"):

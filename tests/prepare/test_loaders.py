@@ -286,7 +286,9 @@ def test_aime2025_hub_format(tmp_path, monkeypatch):
     assert (test["answer_type"] == "number").all()
     assert test["solution"].isna().all()
     assert test["id"].is_unique
-    assert check(test)["skipped"] == 3
+    checked = check(test)  # no worked solutions: each plain gold answer is graded boxed and stated (issue 55)
+    assert (checked["n"], checked["correct"], checked["skipped"]) == (3, 3, 0)
+    assert check(test, perturb=True)["correct"] == 0
     assert grade("so the answer is \\boxed{068}", test["answer"].iloc[2], "number").correct
 
     # the hub path: two configs, split "test"

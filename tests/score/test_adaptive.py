@@ -87,6 +87,51 @@ def test_the_total_cap_serves_the_most_doubtful_first():
     assert not adaptive.allocation(k, n, spent, cut, 0).any()  # the cap is spent: scoring is done
 
 
+def test_a_settled_pool_spends_what_is_left_of_its_budget_where_doubt_is_left():
+    # 100 items at 0/8 and 100 at 8/8, hard buys 100: the 0/8 items are settled inside at confidence 0.9, the
+    # 8/8 ones outside; a 4/8 item sits at the cut's edge with a little doubt left. With budget left, the items
+    # with any doubt get samples, most doubtful first; without a total, scoring stops.
+    k = np.r_[np.zeros(100, int), np.full(100, 8), 4]
+    n = np.full(201, 8)
+    cut = [Target("hard", 100)]
+    d = adaptive.doubt(posterior.posterior_table(k, n), cut, 0, tolerance=0.05)
+    assert d.max() < 0.1 and (d > 0).any()
+    budget = Adaptive(first=2, step=2, max_samples=32, confidence=0.9, mean_samples=9, tolerance=0.05)
+    more = adaptive.allocation(k, n, budget, cut, 0)
+    assert set(more) == {0, 2} and (d[more > 0] > 0).all() and (more[d == 0] == 0).all()
+    assert more.sum() <= 201 and d[more > 0].min() >= d[(d > 0) & (more == 0)].max(initial=0)
+    assert not adaptive.allocation(k, n, Adaptive(2, 2, 32, 0.9, None, 0.05), cut, 0).any()
+
+
+def _rounds(p, s, cuts, seed):
+    """Adaptive rounds on a pool of known pass rates ``p`` (binomial draws stand for the model): (k, n, first k)."""
+    rng = np.random.default_rng(seed)
+    k, n, first = np.zeros(len(p), int), np.zeros(len(p), int), None
+    while (more := adaptive.allocation(k, n, s, cuts, 0, 8)).any():
+        k, n = k + rng.binomial(more, p), n + more
+        first = k.copy() if first is None else first
+    return k, n, first
+
+
+@pytest.mark.parametrize("mirror, seed", [(False, 0), (False, 2), (True, 2)])
+def test_a_mostly_unsolved_pool_gets_its_whole_budget(mirror, seed):
+    # True pass rates from Beta(5, 45) (mean 0.1, sd 0.04; mirrored: mean 0.9): after the first round about 80% of
+    # the items are at 0/2 (at 2/2). The embedded default's settings and cuts: the pool gets its 8 samples per item
+    # in all (before, with these draws, the prior collapsed, nothing was in doubt and scoring stopped at 2 to 4).
+    p = np.random.default_rng(7).beta(5, 45, 1000)
+    p = 1 - p if mirror else p
+    s = Adaptive(first=2, step=2, max_samples=32, confidence=0.9, mean_samples=8, tolerance=0.05)
+    cuts = adaptive.targets(["easy", "medium", "hard", "learnable"], [0.1], 1000)
+    k, n, first = _rounds(p, s, cuts, seed)
+    assert 0.75 < np.mean(first == (2 if mirror else 0)) < 0.85
+    assert n.sum() == 8000
+    # spent where the cuts are: the items hard and easy buy at the end got at least the pool's mean
+    table = _scored(k, n)
+    for policy in ("hard", "easy"):
+        chosen = policies.select(table, policy, 0.1, seed=0)["id"].str[1:].astype(int).to_numpy()
+        assert n[chosen].mean() >= 8
+
+
 def test_chosen_items_of_a_narrow_window_stay_in_doubt():
     # medium buys 10 of 300 items spread evenly over (0, 1) at 8 samples each: its window is narrow in pass-rate
     # terms, so no item is surely inside it; the chosen ones are in doubt (they could be outside), while the

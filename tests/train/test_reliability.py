@@ -2,8 +2,9 @@
 refused, incomplete checkpoints set aside rather than resumed (or blocking), and broken Parquet inputs named."""
 
 import json
-import shutil
 import logging
+import shlex
+import shutil
 
 import pandas as pd
 import pytest
@@ -134,6 +135,24 @@ def test_zero_step_training_never_writes_a_manifest(tmp_path, tiny_model_dir, mo
     assert not (tmp_path / "manifest.json").exists() and not (tmp_path / "ck" / "checkpoint-0").exists()
 
 
+@pytest.mark.parametrize("bad, says", [
+    ({"rewards": {"corect": 1.0}}, "unknown reward 'corect'; allowed: correct, format, partial"),
+    ({"lora": {"r": 2, "alpha": 4, "target_modules": "atention"}}, "matches no module of LlamaForCausalLM"),
+    ({"lora": {"r": 2, "alpha": 4, "target_modules": ["q_proj", "v_projj"]}}, "v_projj match no module"),
+])
+def test_a_config_error_never_moves_a_finished_runs_checkpoints_aside(tmp_path, subset, tiny_model_dir, bad, says):
+    """A setting of the fingerprint that cannot train (a config that skipped validation, LoRA targets this model
+    lacks) is refused before the checkpoint folder is claimed: the finished run's checkpoints stay, and the fixed
+    config resumes them rather than training from step 0."""
+    first = run(tmp_path, subset, tiny_model_dir)
+    with pytest.raises(UserError, match=says):
+        run(tmp_path, subset, tiny_model_dir, **bad)
+    assert not (tmp_path / "ck.stale-1").exists()
+    assert json.loads((tmp_path / "ck" / "fingerprint.json").read_text())["fingerprint"] == first["fingerprint"]
+    again = run(tmp_path, subset, tiny_model_dir)
+    assert (again["resumed_from_step"], steps(again)) == (2, [1, 2])
+
+
 def test_checkpoint_missing_adapter_is_set_aside_and_resume_uses_previous(tmp_path, subset, tiny_model_dir):
     run(tmp_path, subset, tiny_model_dir)
     (tmp_path / "ck" / "checkpoint-2" / "adapter_model.safetensors").unlink()
@@ -191,3 +210,28 @@ def test_memory_knobs_do_not_change_the_fingerprint():
     base = traj({})
     assert traj({"gradient_checkpointing": True, "vllm_gpu_memory_utilization": 0.2}) == base
     assert traj({"learning_rate": 5e-4}) != base
+
+
+def test_a_full_disk_during_a_checkpoint_save_is_one_line(tmp_path, subset, tiny_model_dir):
+    """A real full disk: the checkpoint folder on a 56 KiB tmpfs (mounted in a user and mount namespace), room for
+    the run's fingerprint and the adapter but not the optimizer state. torch.save's own error was "[enforce fail at
+    inline_container.cc:672] . unexpected pos"; the job says the disk is full, naming the checkpoint, and removes
+    the cut-off one."""
+    import subprocess
+    import sys
+
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=4k tmpfs {ck}"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs in a user namespace here: {probe.stderr.decode().strip()}")
+    grpo = [sys.executable, "-m", "grpo_budget.cli", "train", "--subset", str(subset), "--model", str(tiny_model_dir),
+            "--checkpoints", str(ck), "--settings", json.dumps(SETTINGS), "--dataset", json.dumps(DATASET),
+            "--seed", "0", "--log-out", str(tmp_path / "log.parquet"), "--manifest-out", str(tmp_path / "m.json")]
+    script = f"mount -t tmpfs -o size=56k tmpfs {ck} && {' '.join(map(shlex.quote, grpo))}; echo rc=$?; ls -A {ck}"
+    out = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True)
+    line = f"grpo-budget: error: {ck}/checkpoint-1: the disk is full (0 MiB free on the filesystem of {ck}); free " \
+           "space and run again — training resumes from its last complete checkpoint"
+    assert line in out.stderr, out.stderr[-3000:]
+    assert "Traceback" not in out.stderr and "inline_container" not in out.stderr
+    assert out.stdout.split()[-3:] == ["rc=2", "README.md", "fingerprint.json"]  # the cut-off checkpoint-1 is gone

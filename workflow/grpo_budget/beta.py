@@ -10,7 +10,7 @@ import pandas as pd
 
 from grpo_budget.stats import check_level
 
-__all__ = ["beta_posterior", "fit_beta_prior"]
+__all__ = ["beta_posterior", "fit_beta_prior", "log_hyperprior"]
 
 # Range for fitted Beta parameters: below 1e-3 the prior is numerically a point mass at 0/1, above 1e4 it is
 # as sharp as ten thousand pseudo-samples, which no pool of a few thousand K=8 items can distinguish from more.
@@ -37,16 +37,30 @@ def _concentrated_prior(k_sum: float, n_sum: float) -> tuple[float, float]:
     return a, b
 
 
+def log_hyperprior(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Log density of Gelman et al.'s noninformative hyperprior for a Beta prior of rates (BDA3, section 5.3, eq.
+    5.10): uniform on the mean ``a / (a + b)`` and on ``(a + b) ** -1/2``, i.e. ``p(a, b) ∝ (a + b) ** -5/2``,
+    written in the log-parameters ``(log a, log b)`` the fit works in (the same density as in BDA3's
+    ``(log(a / b), log(a + b))``: the map between them has Jacobian 1): ``log a + log b - 5/2 log(a + b)``."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return np.log(a) + np.log(b) - 2.5 * np.log(a + b)
+
+
 def fit_beta_prior(k: object, n: object) -> tuple[float, float]:
-    """Maximum-likelihood ``(alpha, beta)`` of a beta-binomial model for per-item counts: ``k`` of ``n`` correct.
+    """The empirical-Bayes prior of a pool's pass rates (``p ~ Beta(alpha, beta)``, ``k ~ Binomial(n, p)``) from its
+    per-item counts, ``k`` of ``n`` correct: the posterior mode of ``(alpha, beta)`` under
+    :func:`log_hyperprior` (the beta-binomial likelihood times BDA3's hyperprior, maximised over the log-parameters).
 
-    The empirical-Bayes prior of a pool's pass rates (``p ~ Beta(alpha, beta)``, ``k ~ Binomial(n, p)``). ``n``
-    may differ per item (or be a scalar); items with ``n == 0`` carry no information and are ignored. Optimised
-    over log-parameters from a method-of-moments start; both parameters are kept within ``[1e-3, 1e4]``.
+    Why not the maximum-likelihood fit alone: when few samples per item cannot tell the items apart (most items at 0
+    of 2, as a weak model's pool has), the likelihood is flat towards "every item has the same pass rate" and its
+    maximum sits at the concentration bound, so every posterior collapses onto the pool mean. The hyperprior's
+    density vanishes there (it is ∝ (alpha + beta) ** -1/2 in log concentration), so the mode keeps the spread that
+    the data cannot rule out, as Chung et al. (2013)'s boundary-avoiding prior does for a variance; where the counts
+    identify the spread, its one extra term changes the fit little. ``n`` may differ per item (or be a scalar);
+    items with ``n == 0`` carry no information and are ignored. Both parameters stay within ``[1e-3, 1e4]``.
 
-    Degenerate pools, where the likelihood has no interior maximum, get a strongly concentrated prior
-    (``alpha + beta = 1e4``, clipped to that range) at the pooled mean ``sum k / sum n``: every item with the
-    same ``k/n``, only ``n == 1`` items (Bernoulli outcomes identify the mean but not the spread), or every
+    Two pools identify no spread at all, and get a concentrated prior (``alpha + beta = 1e4``) at the pooled mean
+    ``sum k / sum n``: only ``n == 1`` items (Bernoulli outcomes identify the mean but not the spread), and every
     item 0 (or every item n), where the mean is Jeffreys-smoothed to ``(sum k + 1/2) / (sum n + 1)``.
     Raises ``ValueError`` if no item has ``n > 0``.
     """
@@ -57,37 +71,44 @@ def fit_beta_prior(k: object, n: object) -> tuple[float, float]:
         raise ValueError("no item has n > 0")
     k_sum, n_sum = float(k_arr.sum()), float(n_arr.sum())
     m = k_sum / n_sum
-    p_hat = k_arr / n_arr
-    var = float(np.mean((p_hat - m) ** 2))
-    if m <= 0.0 or m >= 1.0 or np.all(n_arr == 1) or np.ptp(p_hat) == 0.0:
+    if m <= 0.0 or m >= 1.0 or np.all(n_arr == 1):
         return _concentrated_prior(k_sum, n_sum)
 
     # Method of moments: Var(k/n) = m(1-m) [1/n + (1 - 1/n) rho] with rho = 1 / (alpha + beta + 1); 1/n averaged.
+    p_hat = k_arr / n_arr
+    var = float(np.mean((p_hat - m) ** 2))
     h = float(np.mean(1.0 / n_arr))
     rho = (var / (m * (1.0 - m)) - h) / (1.0 - h) if h < 1.0 else 1.0
     rho = float(np.clip(rho, 1.0 / (_BETA_MAX + 1.0), 1.0 / (1.0 + 2.0 * _BETA_MIN)))
-    s0 = 1.0 / rho - 1.0
-    x0 = np.log(np.clip([m * s0, (1.0 - m) * s0], _BETA_MIN, _BETA_MAX))
+    # Two starts: the moments' (at the bound when the pool looks homogeneous) and a spread one (concentration 2).
+    starts = [np.log(np.clip([m * s0, (1.0 - m) * s0], _BETA_MIN, _BETA_MAX)) for s0 in (1.0 / rho - 1.0, 2.0)]
 
     # The likelihood depends on items only through (k, n): fit on the distinct pairs, weighted by their counts.
     pairs, w = np.unique(np.column_stack([k_arr, n_arr]), axis=0, return_counts=True)
     kk, nn, w = pairs[:, 0], pairs[:, 1], w / w.sum()
+    per_item = 1.0 / k_arr.size  # the hyperprior counts once for the pool; the likelihood is averaged per item
 
     from scipy import optimize, special
 
-    def nll(x: np.ndarray) -> tuple[float, np.ndarray]:
+    def neg_log_post(x: np.ndarray) -> tuple[float, np.ndarray]:
         a, b = np.exp(x)
         ll = np.sum(w * (special.betaln(kk + a, nn - kk + b) - special.betaln(a, b)))
         common = special.digamma(a + b) - special.digamma(nn + a + b)
         da = np.sum(w * (special.digamma(kk + a) - special.digamma(a) + common))
         db = np.sum(w * (special.digamma(nn - kk + b) - special.digamma(b) + common))
-        return -float(ll), -np.array([da * a, db * b])  # chain rule for the log-parameters
+        lp = float(log_hyperprior(a, b))
+        dlp = np.array([1.0 - 2.5 * a / (a + b), 1.0 - 2.5 * b / (a + b)])  # d/d(log a), d/d(log b)
+        value = -(float(ll) + per_item * lp)
+        return value, -(np.array([da * a, db * b]) + per_item * dlp)  # chain rule for the log-parameters
 
     bounds = [(math.log(_BETA_MIN), math.log(_BETA_MAX))] * 2
-    res = optimize.minimize(nll, x0, jac=True, method="L-BFGS-B", bounds=bounds)
-    # Keep the start if the optimiser wandered off (it should not, but a prior must always come back).
-    x = res.x if np.all(np.isfinite(res.x)) and res.fun <= nll(x0)[0] else x0
-    a, b = np.clip(np.exp(x), _BETA_MIN, _BETA_MAX)
+    best = min(starts, key=lambda x: neg_log_post(x)[0])
+    for x0 in starts:
+        res = optimize.minimize(neg_log_post, x0, jac=True, method="L-BFGS-B", bounds=bounds)
+        # Keep a start if the optimiser wandered off (it should not, but a prior must always come back).
+        if np.all(np.isfinite(res.x)) and res.fun < neg_log_post(best)[0]:
+            best = res.x
+    a, b = np.clip(np.exp(best), _BETA_MIN, _BETA_MAX)
     return float(a), float(b)
 
 

@@ -1,5 +1,7 @@
 """``grpo-budget``: the command-line entry points the Snakemake rules call, one subcommand per stage.
 
+The subcommands a user runs (plans, checks, fetching models) are defined in :mod:`grpo_budget.commands`.
+
 Settings arrive as JSON (``--settings``, ``--dataset``) built by the workflow from the validated config, so a
 job sees exactly the knobs it depends on and Snakemake re-runs it when they change.
 """
@@ -15,8 +17,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from grpo_budget.commands import add_user_commands
 from grpo_budget.device import configure_allocator
 from grpo_budget.errors import UserError
+from grpo_budget.failures import COMMAND_PREFIX
 from grpo_budget.reproducible import pin_cpu_code_path
 
 # A missing file named on the command line is the user's mistake too.
@@ -122,67 +126,6 @@ def cmd_convert_gguf(a: argparse.Namespace) -> None:
     print(json.dumps(convert(a.gguf, a.out, a.dtype)))
 
 
-def cmd_fetch_models(a: argparse.Namespace) -> None:
-    from grpo_budget.experiment.config import load
-    from grpo_budget.hub import fetch_into, fetched, folder_name
-
-    cfg = load(a.configfile)
-    if not cfg["model_store"]:
-        raise UserError(f"{a.configfile}: model_store is not set, so there is nowhere to fetch models into")
-    for name, spec in cfg["models"].items():
-        if fetched(cfg, name):
-            store = Path(cfg["model_store"])
-            print(fetch_into(spec["path"], store / ".partial" / folder_name(spec["path"]),
-                             store / folder_name(spec["path"])))
-
-
-def cmd_doctor(a: argparse.Namespace) -> None:
-    from grpo_budget.cluster import doctor
-    from grpo_budget.experiment.config import load
-
-    checks = doctor.run(load(a.configfile))
-    print("\n".join(c.line() for c in checks))
-    failed = sum(c.status == "FAIL" for c in checks)
-    if failed:
-        raise SystemExit(1)
-
-
-def cmd_unlock(a: argparse.Namespace) -> None:
-    from grpo_budget.lock import unlock
-
-    print("\n".join(unlock(a.results)))
-
-
-def cmd_validate_config(a: argparse.Namespace) -> None:
-    from grpo_budget.experiment.config import load
-
-    for path in a.configs:
-        load(path)
-        print(f"{path}: ok")
-
-
-def cmd_plan(a: argparse.Namespace) -> None:
-    from grpo_budget.cluster import cost, memory, memory_plan
-    from grpo_budget.cluster.jobs import card
-    from grpo_budget.experiment.config import load
-
-    cfg = load(a.configfile)
-    for item in a.config or []:
-        key, _, value = item.partition("=")
-        if key != "results" or not value:
-            raise UserError(f"--config {item}: only results=DIR can be set here; edit the config file for the rest")
-        cfg["results"] = value
-    if a.calibrate_from:
-        cfg["cost"] = dict(cfg["cost"], calibrate_from=list(cfg["cost"]["calibrate_from"]) + a.calibrate_from)
-    if a.gpu_memory_gib:
-        cfg["gpu"] = dict(cfg["gpu"], memory_gib=a.gpu_memory_gib)
-    budgets = memory_plan.check_config(cfg)
-    if budgets:
-        print(memory.render(budgets, card(cfg), cfg["device"]) + "\n")
-    text, path = cost.write_plan(cfg, a.parallel)
-    print(text + f"\nwritten to {path} (per job: {path.with_suffix('.csv')})")
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grpo-budget", description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads for this job")
@@ -193,7 +136,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--record", metavar="JSON", help="the record's content (with --record-out)")
     sub = p.add_subparsers(dest="command", required=True)
     _job_commands(sub)
-    _user_commands(sub)
+    add_user_commands(sub)
     return p
 
 
@@ -269,18 +212,6 @@ def _job_commands(sub) -> None:
     s.add_argument("--out", nargs="+", required=True)
     s.set_defaults(func=cmd_aggregate)
 
-
-def _user_commands(sub) -> None:
-    """The subcommands a user runs: plans, checks, model fetching, and the tools passed through to their module."""
-    s = sub.add_parser("plan", help="the memory plan (device cuda) and the cost plan: jobs, tokens, GPU-hours, wall time")
-    s.add_argument("--configfile", default="config.yaml", help="the experiment config (default: the embedded one)")
-    s.add_argument("--config", nargs="*", metavar="results=DIR", help="the results folder, as with snakemake")
-    s.add_argument("--calibrate-from", nargs="*", default=[], metavar="DIR",
-                   help="results folders of earlier runs on the same machines (added to cost.calibrate_from)")
-    s.add_argument("--parallel", type=int, default=None, help="jobs at a time, for the wall-time estimate")
-    s.add_argument("--gpu-memory-gib", type=float, default=None, help="the card's memory (replaces gpu.memory_gib)")
-    s.set_defaults(func=cmd_plan)
-
     s = sub.add_parser("fetch-model", help="download one hub model (the fetch_model rule's job)")
     s.add_argument("--hub-id", required=True)
     s.add_argument("--partial", required=True, help="download folder, kept across a killed job")
@@ -294,29 +225,9 @@ def _user_commands(sub) -> None:
     s.add_argument("--out", required=True)
     s.set_defaults(func=cmd_convert_gguf)
 
-    s = sub.add_parser("fetch-models", help="download every hub model of a config into its model_store (login node)")
-    s.add_argument("--configfile", required=True)
-    s.set_defaults(func=cmd_fetch_models)
-
-    s = sub.add_parser("doctor", help="check a cluster before a first run: CUDA, GPUs, SLURM, plugin, models, memory")
-    s.add_argument("--configfile", default="config.yaml", help="the experiment config (default: the embedded one)")
-    s.set_defaults(func=cmd_doctor)
-
-    s = sub.add_parser("unlock", help="remove a results folder's locks left by runs that are gone (another node's)")
-    s.add_argument("results", help="the results folder")
-    s.set_defaults(func=cmd_unlock)
-
-    s = sub.add_parser("validate-config", help="check config files against the schema")
-    s.add_argument("configs", nargs="+")
-    s.set_defaults(func=cmd_validate_config)
-
-    sub.add_parser("check-grader", help="grade reference solutions as completions (see --help)", add_help=False)
-    sub.add_parser("grade", help="grade a JSON lines file of completions against a benchmark -> CSV", add_help=False)
-    sub.add_parser("install-profile", help="link profiles/slurm into ~/.config/snakemake", add_help=False)
-    sub.add_parser("launch", help="run the Snakemake controller itself as a SLURM job (submitit)", add_help=False)
-
 
 PASSTHROUGH = {"check-grader": ("generation.check_grader", "main"), "grade": ("generation.grade_cli", "main"),
+               "pilot": ("score.pilot", "main"),
                "install-profile": ("cluster.slurm", "main_install_profile"), "launch": ("cluster.slurm", "main_launch")}
 
 
@@ -341,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _threads(args.threads)
         if args.record_out:
             # The command, reproducible from the job's log (the console shows jobs, not their JSON arguments).
-            print("grpo-budget " + shlex.join(argv), file=sys.stderr, flush=True)
+            print(COMMAND_PREFIX + shlex.join(["grpo-budget", *argv]), flush=True)  # stdout: the log, not the error line
             _run_job(args)
         else:
             args.func(args)
@@ -354,11 +265,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run_job(a: argparse.Namespace) -> None:
-    """A workflow job: one process at a time (its lock), and its provenance record written when it succeeds."""
+    """A workflow job: one process at a time (its lock), confined to its results folder (the record's, which
+    ``provenance/{rule}/{job}.json`` lies in: it writes, moves and deletes nothing outside it), and its provenance
+    record written when it succeeds."""
+    from grpo_budget.experiment.plan import PATTERNS
     from grpo_budget.experiment.provenance import write
+    from grpo_budget.io import confined
     from grpo_budget.lock import holding
 
-    with holding(f"{a.record_out}.lock", f"{a.command} job {Path(a.record_out).stem}"):
+    results = Path(a.record_out).parents[len(Path(PATTERNS["provenance"]).parts) - 1]
+    with holding(f"{a.record_out}.lock", f"{a.command} job {Path(a.record_out).stem}"), confined(results):
         a.func(a)
         write(a.record_out, a.record)
 

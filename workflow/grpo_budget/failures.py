@@ -8,6 +8,7 @@ import signal
 from pathlib import Path
 
 ERROR_PREFIX = "grpo-budget: error:"  # the CLI's one line for a user's mistake (grpo_budget.cli.main)
+COMMAND_PREFIX = "grpo-budget: command: "  # a job log's first line: the command that ran (grpo_budget.cli.main)
 # Snakemake's error block names each failed job's log files on one line.
 LOG_LINE = re.compile(r"^\s*log: (.+?) \(check log file\(s\) for error details\)\s*$", re.M)
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b.*$")
@@ -26,7 +27,7 @@ def job_logs(run_log: str) -> list[str]:
 def cause(job_log: str) -> str | None:
     """A job log's one-line cause: the CLI's error line, else a traceback's last exception line, else its last
     line (None for an empty log)."""
-    lines = [line.rstrip() for line in job_log.splitlines() if line.strip()]
+    lines = [line.rstrip() for line in job_log.splitlines() if line.strip() and not line.startswith(COMMAND_PREFIX)]
     for line in reversed(lines):
         if line.startswith(ERROR_PREFIX):
             return line
@@ -49,15 +50,47 @@ def read_logs(run_logs: str | Path | list | None) -> str:
     return text
 
 
+# Snakemake's line for a job's shell command that failed: its exit status, or the signal that ended the shell.
+COMMAND_LINE = re.compile(r"^Command '(.*)' (?:returned non-zero exit status (\d+)|died with <Signals\.\w+: (\d+)>)",
+                          re.M)
+
+
+def signalled(run_log: str, job_log: str) -> int | None:
+    """The signal that ended the failed job whose log is ``job_log``, from its command's line in Snakemake's run
+    log: the shell reports a child ended by signal N as exit status 128 + N."""
+    for command, status, signum in COMMAND_LINE.findall(run_log):
+        if job_log in command:
+            number = int(signum) if signum else int(status) - 128
+            return number if number > 0 else None
+    return None
+
+
+def killed(number: int) -> str:
+    """What a job ended by signal ``number`` says: the kernel's out-of-memory killer and a cluster's memory limit
+    send SIGKILL, which no process can catch or report itself."""
+    if number == signal.SIGKILL:
+        return f"killed by signal {number} (out of memory?)"
+    try:
+        return f"killed by signal {number} ({signal.Signals(number).name})"
+    except ValueError:
+        return f"killed by signal {number}"
+
+
 def causes(run_logs: str | Path | list | None) -> list[str]:
     """``cause (LOG): LINE`` for each failed job named in Snakemake's run log(s) (a path or a list of paths, as its
-    ``onerror`` handler receives them; nothing when they cannot be read)."""
+    ``onerror`` handler receives them; nothing when they cannot be read). A job ended by a signal says so: its log's
+    last line is only where it was (a progress bar's fragment)."""
     out = []
-    for path in job_logs(read_logs(run_logs)):
-        try:
-            line = cause(Path(path).read_text(errors="replace"))
-        except OSError:
-            line = "the log file is missing"
+    run_log = read_logs(run_logs)
+    for path in job_logs(run_log):
+        number = signalled(run_log, path)
+        if number is not None:
+            line = killed(number)
+        else:
+            try:
+                line = cause(Path(path).read_text(errors="replace"))
+            except OSError:
+                line = "the log file is missing"
         out.append(f"cause ({path}): {line or 'the log file is empty'}")
     return out
 

@@ -83,5 +83,16 @@ def fetch(hub_id: str, dest: str | Path) -> Path:
             raise UserError(f"{hub_id} is gated: accept its licence on huggingface.co and export HF_TOKEN") from e
         except RepositoryNotFoundError as e:
             raise UserError(f"{hub_id}: no such model on the hub (or it is private: export HF_TOKEN)") from e
+        except Exception as e:  # noqa: BLE001 - no network, a proxy, a timeout: the model and the ways out, one line
+            raise UserError(unreachable(hub_id, e)) from e
     (dest / COMPLETE).write_text(hub_id + "\n")
     return dest
+
+
+def unreachable(hub_id: str, e: BaseException) -> str:
+    """One line for a hub model that cannot be fetched or loaded: which, why, and the ways round the hub."""
+    reason = " ".join(str(e).split())[:160]
+    return (f"{hub_id}: cannot be fetched from the Hugging Face hub ({type(e).__name__}: {reason}); fixes: a local "
+            f"folder as the model's path:, a model_store folder fetched where the hub is reachable (grpo-budget "
+            f"fetch-models there, then copy it), HF_HUB_OFFLINE=1 with the model already in the hub cache, or a mirror "
+            f"(HF_ENDPOINT=URL, or {MIRROR_ENV}=FOLDER holding {hub_id}/)")

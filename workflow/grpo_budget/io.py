@@ -28,13 +28,33 @@ EARLIER_JOB = ("it is an output of an earlier job; {}rebuild it with `snakemake 
                "your command again")
 
 
-# What a full disk reads like where the errno is lost (Arrow's C++ writers: "basic_ios::clear: iostream error").
-DISK_FULL_TEXT = ("iostream error", "No space left")
+# What a full disk reads like where the errno is lost (Arrow's and torch.save's C++ writers: "basic_ios::clear:
+# iostream error"; torch.save then reports "[enforce fail at inline_container.cc:672] . unexpected pos", the write
+# that came up short; safetensors: "No space left on device").
+DISK_FULL_TEXT = ("iostream error", "No space left", "inline_container.cc")
 
 
-def disk_full(e: BaseException) -> bool:
-    """Whether ``e`` is a write that failed for want of space."""
-    return (isinstance(e, OSError) and e.errno == errno.ENOSPC) or any(t in str(e) for t in DISK_FULL_TEXT)
+def disk_full(e: BaseException | None) -> bool:
+    """Whether ``e`` (or an exception it was raised from or while handling) is a write that failed for want of
+    space."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if any(t in str(e) for t in DISK_FULL_TEXT):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def full_disk(path: str | os.PathLike, what: str) -> UserError:
+    """The one line for a write to ``path`` that the disk had no room for: the free space where it was written and
+    ``what`` the next run does."""
+    folder = _existing(Path(path).parent)
+    free = shutil.disk_usage(folder).free / 2**20
+    return UserError(f"{path}: the disk is full ({free:.0f} MiB free on the filesystem of {folder}); free space and "
+                     f"run again — {what}")
 
 
 def _remove(tmp_path: Path | None) -> None:
@@ -46,6 +66,38 @@ def _remove(tmp_path: Path | None) -> None:
         tmp_path.unlink()
 
 
+_ROOT: list[Path] = []  # the results folder of the workflow job this process runs (grpo_budget.cli, confined)
+
+
+def absolute(path: str | os.PathLike) -> Path:
+    """``path`` made absolute and normalized by its text (symlinks kept: a linked folder inside stays inside)."""
+    return Path(os.path.normpath(os.path.abspath(path)))
+
+
+def inside(path: str | os.PathLike, root: str | os.PathLike) -> bool:
+    """Whether ``path`` lies in the folder ``root`` (or is it)."""
+    path, root = absolute(path), absolute(root)
+    return path == root or root in path.parents
+
+
+@contextmanager
+def confined(root: str | os.PathLike) -> Iterator[None]:
+    """Within the block, :func:`guard` refuses to write, move or delete anything outside the folder ``root``."""
+    _ROOT.append(absolute(root))
+    try:
+        yield
+    finally:
+        _ROOT.pop()
+
+
+def guard(path: str | os.PathLike, action: str) -> None:
+    """Refuse to ``action`` (write, move, delete) ``path`` outside the results folder of the job this process runs
+    (:func:`confined`): a job changes only its own folder, whatever path a record copied from another folder names."""
+    if _ROOT and not inside(path, _ROOT[-1]):
+        raise UserError(f"{path}: refusing to {action} it, since it lies outside the results folder of this job "
+                        f"({_ROOT[-1]}); a job only ever changes its own folder")
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike, fixed: bool = False) -> Iterator[Path]:
     """Yield a temporary path beside ``path`` (a file, or a folder the block may create in its place);
@@ -54,6 +106,7 @@ def atomic_path(path: str | os.PathLike, fixed: bool = False) -> Iterator[Path]:
     is removed first: a killed job (SIGKILL, a lost node) runs no cleanup, and a large one (a model folder) must
     not stay for good; only for an output one job at a time writes (Snakemake and the results folder's lock)."""
     path = Path(path)
+    guard(path, "write")
     tmp_path = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -72,10 +125,7 @@ def atomic_path(path: str | os.PathLike, fixed: bool = False) -> Iterator[Path]:
         if not disk_full(e):
             raise
         _remove(tmp_path)  # first, so the free space reported is what a re-run has
-        folder = _existing(path.parent)
-        free = shutil.disk_usage(folder).free / 2**20
-        raise UserError(f"{path}: the disk is full ({free:.0f} MiB free on the filesystem of {folder}); free space and "
-                        "run again — nothing was written") from e
+        raise full_disk(path, "nothing was written") from e
     finally:
         _remove(tmp_path)
 
@@ -196,6 +246,24 @@ def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> p
         raise UserError(f"{path} is not a readable Parquet file ({reason}): {rebuild}") from e
 
 
+def damage(path: str | os.PathLike) -> str | None:
+    """What is wrong with an output that exists, found cheaply (a Parquet file's footer read, a JSON file parsed; a
+    file cut short loses its footer): a run checks the outputs it would keep before deciding what to run, since a
+    damaged file kept with its time looks up to date. None when it reads (or is of another kind)."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        if path.suffix == ".parquet":
+            pq.read_metadata(path)
+        elif path.suffix == ".json":
+            json.loads(path.read_text())
+    except (OSError, ValueError, pyarrow.ArrowException) as e:
+        kind = "Parquet file" if path.suffix == ".parquet" else "JSON"
+        return f"not a readable {kind} (cut short or overwritten? {' '.join(str(e).split())[:120]})"
+    return None
+
+
 def _check_recorded_digest(path: Path) -> None:
     """A Parquet output edited or damaged since it was written (readable, but not what its job wrote) is moved
     aside, so that naming it as the target rebuilds it, and refused in one line."""
@@ -205,6 +273,7 @@ def _check_recorded_digest(path: Path) -> None:
         return  # not written by this package (a user's file) or by an older version
     if sha256_of(path) == recorded:
         return
+    guard(path, "move")
     aside = numbered_path(f"{path}.mismatch-")
     os.replace(path, aside)
     raise UserError(f"{path} does not match the sha256 recorded when its job wrote it (edited or damaged since): "

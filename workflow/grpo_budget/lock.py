@@ -129,6 +129,38 @@ def _unwritable(folder: Path, e: OSError) -> UserError:
     return UserError(f"{folder}: cannot write here ({e.strerror}): a run needs a writable results folder")
 
 
+def in_use(results: str | os.PathLike) -> str | None:
+    """Who holds the lock of ``results`` (a run writing it now; one that may be, on another host), or None."""
+    try:
+        record, age = _read(Path(results) / LOCK_FILE)
+    except FileNotFoundError:
+        return None
+    return None if is_stale(record, age) else describe(record)
+
+
+def refuse_report(results: str | os.PathLike) -> None:
+    """A report packs the folder's tables and figures as they are: during a run, those of the run before it, some
+    already replaced. Refused in one line naming the run."""
+    holder = in_use(results)
+    if holder:
+        raise UserError(f"{results}: a run is writing this results folder now ({holder}), so a report would pack "
+                        "the previous run's tables and figures, some already replaced by this run's: make the report "
+                        f"once it ends (if it is gone, `grpo-budget unlock {results}` removes its lock)")
+
+
+def read_only(results: str | os.PathLike) -> str | None:
+    """Why no job could write in ``results`` (a read-only filesystem, or a folder this user may not write), or None
+    (it is writable, or does not exist yet)."""
+    folder = Path(results)
+    if not folder.is_dir():
+        return None
+    if os.statvfs(folder).f_flag & os.ST_RDONLY:
+        return f"{results} is on a read-only filesystem"
+    if not os.access(folder, os.W_OK):
+        return f"{results} is read-only for this user (its permissions)"
+    return None
+
+
 def release(results: str | os.PathLike) -> None:
     """Drop the lock of ``results`` if this process holds it."""
     drop(Path(results) / LOCK_FILE)

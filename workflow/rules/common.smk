@@ -12,7 +12,7 @@ from snakemake.io import apply_wildcards
 from snakemake.utils import min_version
 
 from grpo_budget import failures, lock
-from grpo_budget.io import write_text
+from grpo_budget.io import damage, write_text
 from grpo_budget.aggregate.answer import closing_lines
 from grpo_budget.aggregate.run import OUTPUTS, built, caption, names, report_category
 from grpo_budget.cluster import cost, memory_plan
@@ -21,7 +21,7 @@ from grpo_budget.cluster.work import write_jobs
 from grpo_budget.config.schema import ConfigError
 from grpo_budget.errors import UserError
 from grpo_budget.experiment import config as grpo_config
-from grpo_budget.experiment import plan, provenance
+from grpo_budget.experiment import plan, provenance, relative
 from grpo_budget.experiment.rules import RULES, job_name, job_pattern, log_folder
 from grpo_budget.hub import fetched, hub_id_of, store_pattern
 from grpo_budget.select.policies import arm_names, policy_of
@@ -33,13 +33,20 @@ min_version("9.0")
 os.environ.update(PATH=os.pathsep.join([os.path.dirname(sys.executable), os.getenv("PATH", "")]))
 
 try:
-    grpo_config.validate(config)  # fills in defaults; refuses a bad config before any job starts
+    # fills in defaults, reads relative input paths from the config file's folder; refuses a bad config before any job
+    grpo_config.validate(config, relative.base_folder(workflow.configfiles))
 except ConfigError as e:
     raise WorkflowError(f"invalid configuration: {e}") from None
 try:
     memory_plan.check_config(config)  # device cuda: every GPU job fits its card (`grpo-budget plan` prints the plan)
 except UserError as e:
     raise WorkflowError(f"memory plan: {e}") from None
+
+if any(a == "--report" or a.startswith("--report=") for a in sys.argv[1:]):
+    try:
+        lock.refuse_report(config["results"])  # a report during a run would pack the previous run's tables
+    except UserError as e:
+        raise WorkflowError(str(e)) from None
 
 P = plan.config_paths(config)  # with a `sweep:`, training and evaluation outputs have a {variant} level
 # The run listing the aggregate jobs read: its path and text now, the file written in onstart (inside the lock).
@@ -87,25 +94,47 @@ def _evaluated(item, wildcards):
 
 def provenance_check(rule):
     """An input function that adds no file: when the job's outputs exist but its record says other settings,
-    inputs or files made them (or there is no readable record, or one of its inputs is gone), the job is forced,
-    with one line saying why. It reads and writes nothing else: the job writes its record when it succeeds."""
+    inputs or files made them (or there is no readable record, or one of its inputs is gone, or an output is
+    damaged: a Parquet file without its footer, JSON that does not parse), the job is forced, with one line saying
+    why. It reads and writes nothing else: the job writes its record when it succeeds."""
 
     def check(wildcards):
         path, want, inputs = job_record(rule, wildcards)
         outputs = [apply_wildcards(str(o), wildcards) for o in workflow.get_rule(rule).output]
-        if workflow.dag is None or not any(os.path.exists(o) for o in outputs):
+        if workflow.dag is None:
+            return []
+        read_only_notice()
+        if not any(os.path.exists(o) for o in outputs):
             return []
         verdict = provenance.compare(path, want)
         missing = [] if not verdict.current else [i for i in inputs if not os.path.exists(i)]
-        if not verdict.current or missing:
+        # a damaged output kept with its time looks up to date: found here, not when a later job reads it
+        damaged = [] if not verdict.current or missing else [(o, why) for o in outputs if (why := damage(o))]
+        if not verdict.current or missing or damaged:
             if not workflow.dag.forcefiles.issuperset(outputs):
-                why = verdict.why or f"its input {missing[0]} is missing"
+                why = verdict.why or (f"its input {missing[0]} is missing" if missing else
+                                      f"its output {damaged[0][0]} is {damaged[0][1]}")
                 print(f"grpo-budget: {rule} job {job_name(config, rule, dict(wildcards.items()))}: {why}; "
                       "re-running it", file=sys.stderr)
             workflow.dag.forcefiles.update(outputs)
         return []
 
     return check
+
+
+NOTED = set()
+
+
+def read_only_notice():
+    """A run that executes jobs (not -n, not --report) on a read-only results folder: one line saying so, printed
+    while the DAG is built, before Snakemake's own "Write-protected output files" for the jobs it would run."""
+    if "read-only" in NOTED or workflow.executor_plugin is None or workflow.dryrun:
+        return
+    NOTED.add("read-only")
+    why = lock.read_only(config["results"])
+    if why:
+        print(f"grpo-budget: {why}: no job can write its outputs there; make it writable, or copy it and point "
+              "results: at the copy (snakemake -n and --report only read it)", file=sys.stderr)
 
 
 def record_args(rule):

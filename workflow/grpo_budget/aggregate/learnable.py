@@ -19,34 +19,47 @@ def _fresh_counts(runs: Listing, r) -> pd.DataFrame | None:
     return read_table(path, ["id", "n_samples", "n_correct"]).set_index("id") if path else None
 
 
-def learnable_row(r, runs: Listing, s: Analysis) -> dict:
-    """Predicted learnable share of one run's subset three ways, and the share observed at the start of training.
+def predicted_shares(subset: pd.DataFrame, fresh: pd.DataFrame | None, num_generations: int) -> dict:
+    """A subset's predicted share of GRPO groups of ``num_generations`` with mixed rewards, four ways (NaN where
+    the inputs lack what one needs): ``plugin``, 1 − pᴳ − (1 − p)ᴳ at the scored ``pass_rate``; ``posterior``, its expectation
+    under each item's empirical-Bayes posterior (the pool's prior, ``eb_prior_a``/``eb_prior_b``, updated with the
+    item's ``n_correct`` of ``n_samples``); ``fresh``, the same prior updated with ``fresh``'s new counts instead
+    (indexed by id: the verification's, which the selection did not pick on); ``all``, the posterior updated with
+    the fresh counts too (every sample of the item).
 
-    plug-in: 1 − pᴳ − (1 − p)ᴳ at the scored pass rate; posterior: its expectation under each item's
-    empirical-Bayes posterior (the pool's fitted Beta prior updated with the item's k of K); fresh: the same
-    posterior from the verification's new samples instead of the scoring ones, which the selection did not pick on.
-    The table leads with fresh where it exists, else posterior. G and the groups per step are the run's own (a
-    sweep variant's where it sweeps them).
+    ``all`` is the one posterior given everything seen, so the items' scoring counts, which set them apart from the
+    pool, still count; ``fresh`` alone shrinks every subset back towards the pool's mean (a hard subset's items are
+    not a random draw from the pool), the more so the more concentrated the pool's prior."""
+    plugin = expected_learnable_share(subset["pass_rate"].to_numpy(), num_generations)
+    has_prior = {"eb_prior_a", "eb_prior_b", "n_correct", "n_samples"} <= set(subset.columns) and bool(
+        np.isfinite(subset[["eb_prior_a", "eb_prior_b", "n_correct"]].to_numpy(float)).all())  # unlabeled: NaN
+    posterior = fresh_share = every = np.nan
+    if has_prior:
+        a0, b0 = subset["eb_prior_a"].to_numpy(float), subset["eb_prior_b"].to_numpy(float)
+        k, n = subset["n_correct"].to_numpy(float), subset["n_samples"].to_numpy(float)
+        posterior = float(np.mean(expected_learnable_beta(a0 + k, b0 + n - k, num_generations)))
+        if fresh is not None:
+            f = fresh.reindex(subset["id"])
+            if f["n_samples"].notna().all():
+                kf, nf = f["n_correct"].to_numpy(float), f["n_samples"].to_numpy(float)
+                fresh_share = float(np.mean(expected_learnable_beta(a0 + kf, b0 + nf - kf, num_generations)))
+                every = float(np.mean(expected_learnable_beta(a0 + k + kf, b0 + n - k + nf - kf, num_generations)))
+    return {"plugin": plugin, "posterior": posterior, "fresh": fresh_share, "all": every}
+
+
+def learnable_row(r, runs: Listing, s: Analysis) -> dict:
+    """Predicted learnable share of one run's subset (:func:`predicted_shares`), and the share observed at the start
+    of training. The table leads with all (the posterior after the verification's samples too) where the
+    verification ran, else posterior. The group size and the groups per step are the run's own (a sweep variant's where it sweeps
+    them).
     """
     num_generations = int(runs.training_value(r, "num_generations"))
     groups = int(runs.training_value(r, "prompts_per_step"))
     cols = ["id", "pass_rate", "n_samples", "n_correct", "eb_prior_a", "eb_prior_b"]
     subset = read_table(r.subset, available_columns(r.subset, cols))
-    plugin = expected_learnable_share(subset["pass_rate"].to_numpy(), num_generations)
-    has_prior = {"eb_prior_a", "eb_prior_b", "n_correct", "n_samples"} <= set(subset.columns) and bool(
-        np.isfinite(subset[["eb_prior_a", "eb_prior_b", "n_correct"]].to_numpy(float)).all())  # unlabeled: NaN
-    posterior = fresh = np.nan
-    if has_prior:
-        a0, b0 = subset["eb_prior_a"].to_numpy(float), subset["eb_prior_b"].to_numpy(float)
-        k, n = subset["n_correct"].to_numpy(float), subset["n_samples"].to_numpy(float)
-        posterior = float(np.mean(expected_learnable_beta(a0 + k, b0 + n - k, num_generations)))
-        fc = _fresh_counts(runs, r)
-        if fc is not None:
-            f = fc.reindex(subset["id"])
-            if f["n_samples"].notna().all():
-                kf, nf = f["n_correct"].to_numpy(float), f["n_samples"].to_numpy(float)
-                fresh = float(np.mean(expected_learnable_beta(a0 + kf, b0 + nf - kf, num_generations)))
-    lead, lead_name = (fresh, "fresh") if np.isfinite(fresh) else (posterior, "posterior") if np.isfinite(posterior) \
+    shares = predicted_shares(subset, _fresh_counts(runs, r), num_generations)
+    plugin, posterior, fresh, every = shares["plugin"], shares["posterior"], shares["fresh"], shares["all"]
+    lead, lead_name = (every, "all") if np.isfinite(every) else (posterior, "posterior") if np.isfinite(posterior) \
         else (plugin, "plug-in")
     log = read_table(r.log)
     learn = learnable_from_log(log) if "frac_reward_zero_std" in log else pd.DataFrame(columns=["learnable"])
@@ -58,6 +71,7 @@ def learnable_row(r, runs: Listing, s: Analysis) -> dict:
             "window_steps": n, "window_groups": n * groups,
             "predicted_pct": 100 * lead, "predicted_from": lead_name, "predicted_plugin_pct": 100 * plugin,
             "predicted_posterior_pct": 100 * posterior, "predicted_fresh_pct": 100 * fresh,
+            "predicted_all_pct": 100 * every,
             "observed_first_pct": 100 * first, "observed_lo": 100 * lo, "observed_hi": 100 * hi,
             "observed_all_pct": 100 * float(learn["learnable"].mean()) if len(learn) else np.nan,
             "diff_pts": 100 * (first - lead),

@@ -12,6 +12,7 @@ import pandas as pd
 
 from grpo_budget.aggregate.answer import beats
 from grpo_budget.aggregate.gains import gains_over_seeds
+from grpo_budget.aggregate.prediction import FEATURES, subset_features
 from grpo_budget.aggregate.read import available_columns, read_table
 from grpo_budget.aggregate.verdicts import verdict_table
 from grpo_budget.experiment.plan import Listing
@@ -71,3 +72,30 @@ def policies_in(table: pd.DataFrame) -> list[str]:
     """The policies a regime table has gains for, in column order."""
     return [c[len("gain_"):] for c in table.columns
             if c.startswith("gain_") and not c.endswith(("_lo", "_hi"))]
+
+
+def map_arms(runs: Listing, s: Analysis) -> pd.DataFrame:
+    """The regime map as the prediction reads it (:func:`grpo_budget.aggregate.prediction.leave_one_out`): one row
+    per base model (``base``: model, dataset, budget and variant of a :func:`regime_table` row) and arm, its gain
+    (points), whether it is tied first, and its subset's features before training (the mean over its seeds'
+    subsets: a random arm buys other items with each seed)."""
+    table = regime_table(runs, s)
+    keys = ["model", "dataset", "budget"] + (["variant"] if "variant" in table else [])
+    features: dict[tuple, list[dict]] = {}
+    for r in runs.runs:
+        columns = available_columns(r.subset, ["n_correct", "n_samples", "eb_prior_a", "eb_prior_b"])
+        subset = read_table(r.subset, columns)
+        key = tuple(getattr(r, k) for k in keys) + (r.policy,)
+        features.setdefault(key, []).append(subset_features(subset, int(runs.training_value(r, "num_generations"))))
+    rows = []
+    for _, row in table.iterrows():
+        first = set(str(row["first"]).split())
+        for policy in policies_in(table):
+            if pd.isna(row.get(f"gain_{policy}")):
+                continue
+            f = pd.DataFrame(features.get(tuple(row[k] for k in keys) + (policy,), [{}]))
+            rows.append({"base": " · ".join(str(row[k]) for k in keys if str(row[k])), "model": row["model"],
+                         "policy": policy, "gain": float(row[f"gain_{policy}"]), "first": policy in first,
+                         **{c: float(f[c].mean()) if c in f else np.nan for c in FEATURES if c != "pool_mean"},
+                         "pool_mean": np.nan if row["pool_mean"] is None else float(row["pool_mean"])})  # no pool
+    return pd.DataFrame(rows, columns=["base", "model", "policy", "gain", "first", *FEATURES])

@@ -14,6 +14,7 @@ from grpo_budget.aggregate.gains import gains_over_seeds, summary_table
 from grpo_budget.aggregate.learnable import learnable_table
 from grpo_budget.aggregate.outputs import output
 from grpo_budget.aggregate.read import ARM, PANEL, arm_label, read_table, keys_in
+from grpo_budget.aggregate.signal import signal_lines
 from grpo_budget.aggregate.render import (
     row_label,
     formatted,
@@ -55,8 +56,7 @@ def write_summary(runs: Listing, outs: list[str], s: Analysis) -> None:
             f"{s.level:.0%} interval": [interval_text(lo, hi) for lo, hi in zip(g["gain_lo"], g["gain_hi"])],
             "labels bought": g["labels_bought"].map(lambda x: formatted(x, ".0f")),
             "rel. gain": [formatted(100 * x, "+.1f") + "%" for x in g["rel_gain"]],
-            "learnable %": [formatted(learn.loc[tuple(r[k] for k in arm), "learnable_pct"], ".1f")
-                            for _, r in g.iterrows()],
+            "learnable %": [formatted(learn.loc[tuple(r[k] for k in arm), "learnable_pct"], ".1f") for _, r in g.iterrows()],
             "predicted %": [formatted(learn.loc[tuple(r[k] for k in arm), "predicted_learnable_pct"], ".1f")
                             for _, r in g.iterrows()],
         })
@@ -81,7 +81,7 @@ def write_summary(runs: Listing, outs: list[str], s: Analysis) -> None:
     note += " " + rewards_note(runs)
     with atomic_path(csv_out) as tmp:
         table.to_csv(tmp, index=False)
-    lead = answer_sentences(verdict_table(runs, s), over)
+    lead = signal_lines(runs) + answer_sentences(verdict_table(runs, s), over)  # no reward variance: said first
     overlap = overlap_note(subset_overlap(subsets_by_policy(runs)))
     lead += ([overlap] if overlap else []) + ["Every pair of arms, with its interval: `tables/verdicts.md`."]
     write_outputs([None, md_out, rest[1] if len(rest) > 1 else None], table, "grpo-budget summary: gains", note,
@@ -126,7 +126,8 @@ def write_learnable(runs: Listing, outs: list[str], s: Analysis) -> None:
             seeds=("seed", "size"), steps=("window_steps", "first"), groups=("window_groups", "sum"),
             hits=("_hits", "sum"), predicted=("predicted_pct", "mean"), source=("predicted_from", "first"),
             plugin=("predicted_plugin_pct", "mean"), posterior=("predicted_posterior_pct", "mean"),
-            fresh=("predicted_fresh_pct", "mean"), overall=("observed_all_pct", "mean"),
+            fresh=("predicted_fresh_pct", "mean"), every=("predicted_all_pct", "mean"),
+            overall=("observed_all_pct", "mean"),
             G=("G", "first")).reset_index()
         # Pooled over seeds: the observed share and its Wilson interval count every seed's groups.
         observed = 100 * g["hits"] / g["groups"]
@@ -142,6 +143,7 @@ def write_learnable(runs: Listing, outs: list[str], s: Analysis) -> None:
             "plug-in %": g["plugin"].map(lambda x: formatted(x, ".1f")),
             "posterior %": g["posterior"].map(lambda x: formatted(x, ".1f")),
             "fresh %": g["fresh"].map(lambda x: formatted(x, ".1f")),
+            "all %": g["every"].map(lambda x: formatted(x, ".1f")),
             "observed, all steps %": g["overall"].map(lambda x: formatted(x, ".1f")),
         })
         if "variant" in g:  # each variant predicts with its own group size
@@ -153,10 +155,11 @@ def write_learnable(runs: Listing, outs: list[str], s: Analysis) -> None:
             "seeds, with a Wilson interval over those groups; and predicted as the mean over the subset of "
             "E[1 − pᴳ − (1 − p)ᴳ]. Plug-in: p = the scored pass rate k/K (biased at the tails: the selection picked "
             "items whose k/K erred towards its cut). Posterior: p under each item's empirical-Bayes posterior, the "
-            "pool's own Beta prior (fitted to every item's k of K) updated with the item's counts. Fresh: the same "
-            "posterior from new samples of the selected items (`scoring.verify_samples`), free of the selection's "
-            "winner's curse. The prediction leads with fresh where it exists, else posterior. Observed, all steps: "
-            "the paper's learnable %. Per-seed rows: the CSV.")
+            "pool's own Beta prior (fitted to every item's k of K) updated with the item's counts. Fresh: the prior "
+            "updated with new samples of the selected items instead (`scoring.verify_samples`), which the selection "
+            "did not pick on. All: the posterior updated with those new samples too, every sample of the item. The "
+            "prediction leads with all where the new samples exist, else posterior. Observed, all steps: the "
+            "paper's learnable %. Per-seed rows: the CSV.")
     write_outputs(outs, table, "Learnable opportunities: predicted vs observed", note, sections)
 
 
@@ -201,8 +204,7 @@ def write_ood(runs: Listing, outs: list[str], s: Analysis) -> None:
         disp = pd.DataFrame({
             "policy": g["policy"], "budget": g["budget"], "seeds": g["n_seeds"], "k": g["k"],
             "base pass@k %": g["base_acc"].map(pct),
-            "trained pass@k %": [mean_sd(a, sd, n, ".1f", 100)
-                                 for a, sd, n in zip(g["final_acc"], g["final_sd"], g["n_seeds"])],
+            "trained pass@k %": [mean_sd(a, sd, n, ".1f", 100) for a, sd, n in zip(g["final_acc"], g["final_sd"], g["n_seeds"])],
             "gain (pts)": [mean_sd(a, sd, n) for a, sd, n in zip(g["gain_pts"], g["gain_sd"], g["n_seeds"])],
             f"{s.level:.0%} interval": [interval_text(lo, hi) for lo, hi in zip(g["gain_lo"], g["gain_hi"])],
         })

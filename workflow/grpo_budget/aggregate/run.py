@@ -25,6 +25,7 @@ from pathlib import Path
 # Their functions register themselves in OUTPUTS, in import order, which is the order of the workflow's targets and
 # cost jobs: the tables (render_arms, then render_versus), then the figures.
 from grpo_budget.aggregate import render_arms, render_versus  # noqa: F401
+from grpo_budget.aggregate import render_regime  # noqa: F401  (the regime map's prediction, after its table)
 
 # isort: split
 from grpo_budget.aggregate import figures  # noqa: F401

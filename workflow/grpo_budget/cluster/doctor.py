@@ -1,6 +1,7 @@
 """``grpo-budget doctor``: checks a cluster before its first run, from a login node -- the driver against the wheels'
 CUDA, the GPUs and partitions SLURM offers, the SLURM plugin's version, the model store and hub token, and the
-config's memory plan. One line per check: ``ok``, ``warn`` or ``FAIL`` with what to do."""
+config's memory plan. One line per check: ``ok``, ``warn`` or ``FAIL`` with what to do, or ``skip`` for what the
+config does not use (on device cpu: CUDA, the GPUs, and SLURM where this is no SLURM node)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ GATED = ("meta-llama/",)  # hub organisations whose models need an accepted lice
 
 @dataclass(frozen=True)
 class Check:
-    status: str  # ok | warn | FAIL
+    status: str  # ok | warn | FAIL | skip (what the config does not use)
     what: str
     detail: str
 
@@ -132,8 +133,8 @@ def check_memory(config: dict) -> Check:
 
 def check_sandbox(config: dict) -> Check:
     """Whether code answers can be graded here (grpo_budget.generation.sandbox): namespaces, and the limits."""
-    coded = any(BENCHMARKS[ds["benchmark"]].answer_type == "code" for ds in config["datasets"].values()
-                if ds.get("benchmark") in BENCHMARKS)
+    coded = any((BENCHMARKS[ds["benchmark"]].answer_type if ds.get("benchmark") in BENCHMARKS
+                 else ds.get("answer_type")) == "code" for ds in config["datasets"].values())
     why = sandbox.problem()
     if why:
         return Check("FAIL" if coded else "warn", "code sandbox", f"refused here: {why} (code benchmarks cannot be "
@@ -167,17 +168,38 @@ def _plugin_version() -> str | None:
         return None
 
 
+def check_cpu_slurm(sinfo: str | None) -> Check:
+    """On device cpu: the partitions of a SLURM machine (no GPU needed), or a skip where there is none."""
+    if sinfo is None:
+        return Check("skip", "SLURM", "device cpu and no sinfo here: runs on this machine, no cluster needed")
+    parts = parse_sinfo(sinfo)
+    return Check("ok", "SLURM", f"partitions {', '.join(sorted(parts)) or 'none'} (device cpu: the slurm profile with "
+                 "GRPO_SLURM_GPUS=0 runs every job on CPU nodes)")
+
+
+def _only_warn(c: Check) -> Check:
+    """A device cpu run on a SLURM node may not use the cluster at all: what only the profile needs is a warning."""
+    return Check("warn", c.what, c.detail + " (only the slurm profile needs it)") if c.status == "FAIL" else c
+
+
 def run(config: dict) -> list[Check]:
-    """Every check, in the order a first run meets them."""
+    """Every check, in the order a first run meets them; on device cpu, what a CPU run does not use is skipped
+    (CUDA and the GPUs; SLURM and its plugin where this machine is no SLURM node)."""
     import torch
 
     env = os.environ.get
+    sinfo = _run(["sinfo", "-h", "-o", "%P|%G|%f"])
+    cpu = config["device"] != "cuda"
+    skipped = "device cpu: this config uses no GPU"
     steps: list[Callable[[], Check | list[Check]]] = [
-        lambda: check_cuda(torch.__version__, torch.version.cuda, device.driver_version()),
-        lambda: check_gpus(_visible_gpus(), config["gpu"]["memory_gib"]),
-        lambda: check_slurm(_run(["sinfo", "-h", "-o", "%P|%G|%f"]), env("GRPO_SLURM_GPU_PARTITION", ""),
-                            env("GRPO_SLURM_GPU_MODEL", "a100"), env("GRPO_SLURM_GPU_CONSTRAINT", "")),
-        lambda: check_plugin(_plugin_version()),
+        lambda: Check("skip", "CUDA", skipped) if cpu else
+        check_cuda(torch.__version__, torch.version.cuda, device.driver_version()),
+        lambda: Check("skip", "GPUs here", skipped) if cpu else check_gpus(_visible_gpus(), config["gpu"]["memory_gib"]),
+        lambda: check_cpu_slurm(sinfo) if cpu else
+        check_slurm(sinfo, env("GRPO_SLURM_GPU_PARTITION", ""), env("GRPO_SLURM_GPU_MODEL", "a100"),
+                    env("GRPO_SLURM_GPU_CONSTRAINT", "")),
+        lambda: Check("skip", "SLURM plugin", "device cpu and no SLURM here") if cpu and sinfo is None else
+        _only_warn(check_plugin(_plugin_version())) if cpu else check_plugin(_plugin_version()),
         lambda: check_models(config, env("HF_TOKEN")),
         lambda: check_memory(config),
         lambda: check_sandbox(config),

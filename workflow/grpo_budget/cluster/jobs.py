@@ -75,19 +75,29 @@ def training_job(config: dict, model: str, variant: str | None = None) -> JobSet
     """A training job's settings: the training section (a sweep variant's) with its method's own settings only,
     the model's chat-template arguments, the device, the dtype, and the memory plan's checkpointing (and, on cuda,
     vLLM's share and context length) in place of ``auto``; an unsized model takes the safe side."""
-    section = sweep.training_of(config, variant)
-    others = others_settings(section["method"])
-    s = records.left_out({k: v for k, v in section.items() if k not in others}, records.TRAINING_JOB)
-    s = dict(s, **_template_kwargs(config, model), device=config["device"], dtype=config["models"][model]["dtype"])
+    s = training_section(config, model, variant)
     shape = model_shape(config, model)
     if shape is None:
         if s.get("gradient_checkpointing") == "auto":
             s["gradient_checkpointing"] = config["device"] == "cuda"  # unsized: the safe side
         return JobSettings("train", model, s, None)
     t = Training.from_dict(s)
-    on_vllm = t.use_vllm and config["device"] == "cuda"  # TRL's colocate vLLM needs a GPU; on cpu training generates
-    b = plan_train(model, shape, t, card(config), s["dtype"], on_vllm, config["device"], method_of(t).micro_batch(t))
+    b = plan_train(model, shape, t, card(config), s["dtype"], on_vllm(config, t), config["device"],
+                   method_of(t).micro_batch(t))
     return JobSettings("train", model, dict(s, **b.settings), b)
+
+
+def training_section(config: dict, model: str, variant: str | None = None) -> dict:
+    """A training job's settings before the memory plan fills in what it chooses (``auto`` still ``auto``)."""
+    section = sweep.training_of(config, variant)
+    others = others_settings(section["method"])
+    s = records.left_out({k: v for k, v in section.items() if k not in others}, records.TRAINING_JOB)
+    return dict(s, **_template_kwargs(config, model), device=config["device"], dtype=config["models"][model]["dtype"])
+
+
+def on_vllm(config: dict, t: Training) -> bool:
+    """Whether training generates with vLLM: TRL's colocate vLLM needs a GPU; on cpu training generates itself."""
+    return t.use_vllm and config["device"] == "cuda"
 
 
 def generation_job(config: dict, rule: str, model: str, evalset: str | None = None) -> JobSettings:

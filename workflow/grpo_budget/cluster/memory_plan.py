@@ -5,10 +5,12 @@ memory."""
 
 from __future__ import annotations
 
-from grpo_budget.cluster.jobs import every_job, job_settings, model_shape
+from grpo_budget.cluster.jobs import card, every_job, job_settings, model_shape, on_vllm, training_section
 from grpo_budget.cluster.memory import Budget, check
+from grpo_budget.cluster.memory_fix import smallest_fit
 from grpo_budget.errors import UserError
-from grpo_budget.experiment import plan
+from grpo_budget.config.settings import Training
+from grpo_budget.experiment import plan, sweep
 from grpo_budget.experiment.rules import RULES
 
 
@@ -50,5 +52,18 @@ def check_config(config: dict) -> list[Budget]:
                         "or cluster/model_configs/, so the memory plan cannot size their GPU jobs: run `grpo-budget "
                         "fetch-models --configfile CONFIG` where the hub is reachable (or set device: cpu)")
     out = budgets(config)
+    for b in out:
+        if not b.fits and b.rule == "train" and not b.problem:  # name the settings that fit, not one step towards them
+            b.note = _fix(config, b.model)
     check(out)
     return out
+
+
+def _fix(config: dict, model: str) -> str:
+    """The smallest change that fits, for the largest training job of ``model`` (every sweep variant)."""
+    variants = sweep.names(config) or [None]
+    jobs = [job_settings(config, "train", {"model": model, "variant": v}) for v in variants]
+    variant = max(zip(jobs, variants), key=lambda jv: jv[0].budget.total)[1]
+    t = Training.from_dict(training_section(config, model, variant))
+    return smallest_fit(model, model_shape(config, model), t, card(config), config["models"][model]["dtype"],
+                        on_vllm(config, t), config["device"])

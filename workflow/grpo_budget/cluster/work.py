@@ -27,6 +27,7 @@ from grpo_budget.experiment import plan, sweep
 from grpo_budget.experiment.rules import GENERATE, RULES, TRAIN, job_name, log_folder
 from grpo_budget.io import write_text
 from grpo_budget.prepare import framearith
+from grpo_budget.prepare.counts import local_sizes
 from grpo_budget.select.policies import POLICIES, Pool, budget_size, policy_of
 from grpo_budget.select.sources import split_arm
 from grpo_budget.train.methods import method_of
@@ -74,20 +75,31 @@ def _parquet_rows(path: str) -> int | None:
         return None
 
 
+WARNED: set[tuple[str, str]] = set()  # (dataset, split) whose size was assumed: said once per process
+
+
 def split_items(config: dict, dataset: str, split: str) -> int:
-    """Items in a dataset's ``pool`` or ``test`` split."""
+    """Items in a dataset's ``pool`` or ``test`` split: the prepared table's, else the rows of its local files
+    (prepared here as the job would), else the config's sizes, else the benchmark's published size."""
     rows = _parquet_rows(plan.paths(config["results"]).data.format(dataset=dataset, split=split))
     if rows is not None:
         return rows
     ds = config["datasets"][dataset]
+    counted = local_sizes(ds)
+    if counted is not None and split in counted:
+        return max(1, counted[split])
     spec = ds.get("spec", {})
     key = f"{split}_size"
     n = ds.get(key, spec.get(key))
     if n is None:
         n = KNOWN_SIZES.get(ds.get("benchmark"), {}).get(split)
         if n is None:
-            log.warning("cannot tell how many items dataset %r has in its %s split (set datasets.%s.spec.%s or "
-                        "prepare it first): the cost plan assumes %d", dataset, split, dataset, key, ASSUMED_ITEMS)
+            if (dataset, split) not in WARNED:
+                WARNED.add((dataset, split))
+                log.warning("cannot tell how many items dataset %r has in its %s split (prepare it first: snakemake "
+                            "--configfile CONFIG %s; or cap it with datasets.%s.spec.max_items): the cost plan "
+                            "assumes %d", dataset, split, plan.paths(config["results"]).data.format(
+                                dataset=dataset, split=split), dataset, ASSUMED_ITEMS)
             n = ASSUMED_ITEMS
         for column, values in (ds.get("filter") or {}).items():
             n = n * _fraction(ds, column, values)
@@ -121,7 +133,8 @@ def subset_items(config: dict, run: dict) -> int:
 
 def scoring_samples(config: dict) -> int:
     """Samples per pool item: ``scoring.num_samples``, or with adaptive scoring its ``max_samples``, or its total
-    cap ``mean_samples`` where that is lower (an upper bound either way: most items settle sooner)."""
+    ``mean_samples`` where that is lower (an upper bound either way: without ``mean_samples`` most items settle
+    sooner; with it, scoring spends it unless no item has doubt left)."""
     sc = config["scoring"]
     if sc.get("adaptive") is not None:
         a = Adaptive.from_dict(sc["adaptive"])

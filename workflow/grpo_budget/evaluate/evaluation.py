@@ -26,8 +26,7 @@ def evaluate(model: str, test_path: str, out_path: str, g: Generation, dataset: 
         listed = read_json(manifest_path)["checkpoints"]
         if final_only:
             listed = listed[-1:]
-        verify_listed(manifest_path, listed)
-        targets = [(c["step"], c["path"]) for c in listed]
+        targets = [(step, str(path)) for step, path in verify_listed(manifest_path, listed)]
     gen = from_settings(model, g, adapters=manifest_path is not None)
     sampling = Sampling.of(g)
     frames = []

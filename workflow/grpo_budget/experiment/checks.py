@@ -14,11 +14,15 @@ from grpo_budget import model_folder
 from grpo_budget.config import schema
 from grpo_budget.config.schema import ConfigError
 from grpo_budget.config.settings import Training
-from grpo_budget.experiment import registries
+from grpo_budget.errors import UserError
+from grpo_budget.experiment import datacheck, registries
+from grpo_budget.experiment.datacheck import files_entry
 from grpo_budget.experiment.sweep import (NAME_REGEX, NAMES_KEY, ONLY_KEY, apply, axes, derived_name, format_value,
                                           variants)
 from grpo_budget.prepare.benchmarks import BENCHMARKS
+from grpo_budget.generation import rewards
 from grpo_budget.prepare.framearith import resolve_params
+from grpo_budget.prepare.splits import GENERATORS
 from grpo_budget.select.policies import budget_size, fixed_size, policy_of
 from grpo_budget.select.sources import SOURCES, split_arm
 from grpo_budget.train.methods import method_of
@@ -34,9 +38,14 @@ def semantics(cfg: dict) -> None:
             for key in ("generator", "pool_size", "test_size"):
                 if key not in ds and not (key == "pool_size" and ds.get("eval_only")):
                     raise ConfigError(f"config field '{where}.{key}' is required for source: builtin")
+        elif ds["source"] == "files":
+            files_entry(where, ds)
         elif "benchmark" not in ds:
             raise ConfigError(f"config field '{where}.benchmark' is required for source: benchmark; "
                               f"allowed: {', '.join(BENCHMARKS)}")
+        if ds["source"] != "files" and "answer_type" in ds:
+            raise ConfigError(f"config field '{where}.answer_type' is read only by source: files (a benchmark's answer "
+                              "type is its own, a built-in task's too); allowed: source: files for your own rows")
         for i, other in enumerate(ds.get("ood", [])):
             if other not in datasets:
                 raise ConfigError(f"config field '{where}.ood[{i}]': unknown dataset {other!r}; allowed: {names}")
@@ -44,6 +53,7 @@ def semantics(cfg: dict) -> None:
     if isinstance(window, float) and window > 1:
         raise ConfigError(f"config field 'analysis.learnable_window': {window} is neither a fraction in (0, 1] nor "
                           f"a count; allowed: a count of steps without a decimal point ({int(window)})")
+    _names(cfg)
     tr = cfg["training"]
     if tr["use_vllm"] and tr["vllm_mode"] == "server":
         raise ConfigError("config field 'training.vllm_mode': server needs a `trl vllm-serve` process on its own GPUs, "
@@ -89,6 +99,27 @@ def semantics(cfg: dict) -> None:
                 if size is not None and budget > size:
                     raise ConfigError(f"config field 'budgets[{i}]': {budget} items is above the pool size of "
                                       f"dataset {name!r} ({size}); allowed: a count ≤ {size} or a fraction in (0, 1]")
+
+
+def _names(cfg: dict) -> None:
+    """Names a registry or the config defines that the schema leaves open: the rewards, each generator's knobs, the
+    test sets of a per-set analysis.stratify_by (otherwise a misspelling fails late, in a job, or silently does
+    nothing)."""
+    try:
+        rewards.check(cfg["training"]["rewards"])
+    except UserError as e:
+        raise ConfigError(str(e)) from None
+    for name, ds in cfg["datasets"].items():
+        generator = GENERATORS.get(ds.get("generator", ""))
+        unknown = sorted(set(ds.get("params") or {}) - set(generator.params)) if generator else []
+        if unknown:
+            raise ConfigError(f"config field 'datasets.{name}.params': unknown {ds['generator']} knob "
+                              f"{unknown[0]!r}; allowed: {', '.join(generator.params)}")
+    stratify = cfg["analysis"]["stratify_by"]
+    for key in stratify if isinstance(stratify, dict) else []:
+        if key not in cfg["datasets"]:
+            raise ConfigError(f"config field 'analysis.stratify_by.{key}': no test set is named {key!r}; allowed: "
+                              f"{', '.join(sorted(cfg['datasets']))}")
 
 
 def _sources(cfg: dict) -> None:
@@ -149,6 +180,7 @@ def inputs(cfg: dict) -> None:
                 if "*" not in str(one) and not Path(one).exists():
                     raise ConfigError(f"config field '{where}.spec.data_files': {one!r} does not exist "
                                       f"(relative paths are read from {Path.cwd()}); allowed: existing files or folders")
+        datacheck.check(name, ds)  # a few rows of each local file, read as the prepare job will
         if ds.get("generator") == "frame_arithmetic":
             try:
                 p = resolve_params(ds.get("params", {}))
@@ -157,6 +189,7 @@ def inputs(cfg: dict) -> None:
             if not 1 <= p["min_ops"] <= p["max_ops"] <= p["width"]:
                 raise ConfigError(f"config field '{where}.params': need 1 <= min_ops <= max_ops <= width, got "
                                   f"min_ops={p['min_ops']}, max_ops={p['max_ops']}, width={p['width']}")
+    datacheck.functions(cfg)  # your own grading and reward functions, on a few of the data's rows
     per_step = cfg["training"]["prompts_per_step"]
     if all(fixed_size(p) for p in cfg["policies"]):
         return

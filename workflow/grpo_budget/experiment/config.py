@@ -7,14 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from grpo_budget.config import schema
-from grpo_budget.experiment import checks, consistency, registries
+from grpo_budget.experiment import checks, consistency, registries, relative
 
 
-def validate(config: dict) -> dict:
+def validate(config: dict, base: str | Path | None = None) -> dict:
     """Validate ``config`` in place (defaults filled in) and return it; raise
-    :class:`~grpo_budget.config.schema.ConfigError`."""
+    :class:`~grpo_budget.config.schema.ConfigError`. ``base``: the config file's folder, which relative input paths
+    are read from (None: the working folder)."""
     schema.check(config, registries.schema())  # the registries' names are its enums
     _expand_home(config)
+    relative.resolve(config, None if base is None else Path(base))
     checks.semantics(config)
     consistency.check(config)
     checks.inputs(config)
@@ -33,4 +35,4 @@ def _expand_home(config: dict) -> None:
 
 def load(path: str | Path) -> dict:
     """Read and validate a config file; a missing file or a YAML syntax error is a one-line ConfigError."""
-    return validate(schema.read(path))
+    return validate(schema.read(path), Path(path).resolve().parent)

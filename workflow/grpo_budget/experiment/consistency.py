@@ -23,6 +23,7 @@ SPEC_KEYS = ("hub_id", "hub_config", "hub_split", "data_files", "format", "field
 # other benchmark takes its pool and test from the copy's own splits and never looks at them.
 BBH = "bbh_shuffled_objects"
 BBH_ONLY = ("objects", "pool_size", "test_size", "test_fraction")
+FILES_SPLIT = ("pool_size", "test_size", "test_fraction")  # source files: a seeded split of one set of rows too
 
 
 def check(cfg: dict) -> None:
@@ -71,14 +72,15 @@ def _sizes(name: str, ds: dict) -> None:
     split's keys on another benchmark."""
     if ds["source"] == "builtin":
         return
+    what = "source files" if ds["source"] == "files" else f"benchmark {ds.get('benchmark')}"
     for key in ("pool_size", "test_size"):
         if key in ds:
-            raise ConfigError(f"config field 'datasets.{name}.{key}' is read only by built-in generators; benchmark "
-                              f"{ds.get('benchmark')} would ignore it; allowed: spec.{key} for {BBH}, spec.max_items "
+            raise ConfigError(f"config field 'datasets.{name}.{key}' is read only by built-in generators; {what} "
+                              f"would ignore it; allowed: spec.{key} for {BBH} and source files, spec.max_items "
                               "(a seeded cap per split) for the others")
     if ds.get("benchmark") != BBH:
         for key in BBH_ONLY:
-            if key in (ds.get("spec") or {}):
+            if key in (ds.get("spec") or {}) and not (ds["source"] == "files" and key in FILES_SPLIT):
                 raise ConfigError(f"config field 'datasets.{name}.spec.{key}' is read only by {BBH}; benchmark "
                                   f"{ds.get('benchmark')} takes its pool and test from its own splits and would ignore "
                                   "it; allowed: spec.splits (which split is which) and spec.max_items (a seeded cap)")

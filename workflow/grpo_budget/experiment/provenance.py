@@ -24,6 +24,7 @@ from pathlib import Path
 
 from grpo_budget.digest import file_digest, model_files
 from grpo_budget.experiment.rules import RULES
+from grpo_budget.generation import custom_rewards
 from grpo_budget.io import relative, write_json
 from grpo_budget.prepare.files import local_files
 
@@ -38,6 +39,10 @@ def files_read(config: dict, rule: str, wildcards: dict, made_by_rules: bool) ->
         files += local_files((ds.get("spec") or {}).get("data_files"))
     if RULES[rule].reads_answers and ds.get("answers"):
         files.append(ds["answers"])
+    if RULES[rule].loads_model:  # your own grading and reward functions' files (a module installed is not tracked)
+        graded = config["datasets"].get(wildcards.get("dataset") or wildcards.get("evalset", ""), {})
+        used = custom_rewards.refs(graded, config.get("training", {}).get("rewards") if rule == "train" else None)
+        files += [f for f in map(custom_rewards.file_of, used) if f]
     model = config["models"].get(wildcards.get("model", ""), {})
     if RULES[rule].loads_model and not made_by_rules and os.path.isdir(model.get("path", "")):
         files += [str(p) for p in model_files(model["path"])]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from grpo_budget.config import schema as config_schema
 from grpo_budget.generation.backends import BACKENDS
-from grpo_budget.generation.grading import MODES
+from grpo_budget.generation.grading import ANSWER_TYPES, MODES
 from grpo_budget.generation.rewards import REWARDS
 from grpo_budget.prepare.benchmarks import BENCHMARKS
 from grpo_budget.prepare.splits import GENERATORS
@@ -20,6 +20,7 @@ ENUMS = {
     ("policies", "*"): arm_names,
     ("datasets", "*", "benchmark"): lambda: list(BENCHMARKS),
     ("datasets", "*", "generator"): lambda: list(GENERATORS),
+    ("datasets", "*", "answer_type"): lambda: list(ANSWER_TYPES),
     ("datasets", "*", "grading", "mode"): lambda: list(MODES),
     ("scoring", "difficulty"): lambda: list(SOURCES),
     ("budget_rounding",): lambda: list(ROUNDING),
@@ -38,8 +39,14 @@ def enums() -> dict[tuple[str, ...], list[str]]:
     return out
 
 
+# Fields whose values are a registry's names or your own function's import path (FILE.py:NAME, MODULE:NAME): the
+# schema leaves them open and the stage's own check refuses a misspelling, in one line listing the registry's names
+# and the forms a function takes (``checks.semantics``: ``rewards.check``).
+OPEN = {("training", "rewards")}
+
+
 def schema() -> dict:
-    """The config schema with the registries' names as its enums. Built once per state of the registries (an entry
-    added at run time is allowed), shared: do not modify it."""
-    return config_schema.with_enums(tuple((p, tuple(names)) for p, names in enums().items()))
+    """The config schema with the registries' names as its enums (but the :data:`OPEN` fields'). Built once per state
+    of the registries (an entry added at run time is allowed), shared: do not modify it."""
+    return config_schema.with_enums(tuple((p, tuple(names)) for p, names in enums().items() if p not in OPEN))
 

@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from grpo_budget import device as devices
 from grpo_budget.errors import UserError
+from grpo_budget.hub import is_hub_id, unreachable
 from grpo_budget.config.settings import Generation
 from grpo_budget.generation import prompts as P
 from grpo_budget.generation.sampling import Completion, Sampling
@@ -57,9 +58,15 @@ class Generator(ABC):
 
 
 def load_tokenizer(model: str) -> Any:
+    """The model's tokenizer (the first thing every job loads: a hub id it cannot reach is one line naming it)."""
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(model)
+    try:
+        tok = AutoTokenizer.from_pretrained(model)
+    except OSError as e:
+        if not is_hub_id(model):
+            raise
+        raise UserError(unreachable(model, e)) from None
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     return tok

@@ -96,7 +96,7 @@ def grade_code_many(completions: Sequence[str], golds: Sequence[str], limits: sa
             out[i] = CodeGrade(None, 0, len(g["tests"]), "no code in the completion")
             continue
         keep = (g["entry_point"],) if g.get("entry_point") else ()
-        jobs.append(sandbox.Job(program(code, g), tuple(g["tests"]), g.get("setup") or "", keep))
+        jobs.append(sandbox.Job(program(code, g), tuple(g["tests"]), g.get("setup") or "", keep, g.get("prefix") or ""))
         slots.append((i, code))
     for (i, code), o in zip(slots, sandbox.run_many(jobs, limits, threads)):
         out[i] = CodeGrade(code, o.passed, o.total, None if o.ok else o.reason)

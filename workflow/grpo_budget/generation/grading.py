@@ -13,6 +13,8 @@ Answer types
 ``"math"``    LaTeX answers compared with the ``math-verify`` package.
 ``"choice"``  a labelled option (ARC's A-E or 1-4), its text counting in lenient mode
               (:mod:`grpo_budget.generation.choices`).
+``"exact"``   a short string compared whole (:mod:`grpo_budget.generation.exactgrade`: case and spacing ignored
+              in lenient mode).
 ``"code"``    the completion's code run with the item's tests in a sandbox; right when every test passed
               (:mod:`grpo_budget.generation.codegrade`; the modes do not apply).
 
@@ -83,7 +85,7 @@ from grpo_budget.generation.extract import (
     normalize_option,
     parse_number,
 )
-from grpo_budget.generation import choices, codegrade
+from grpo_budget.generation import choices, codegrade, exactgrade
 from grpo_budget.generation.mathgrade import (
     MAX_MATH_CHARS,
     base_notation,
@@ -102,7 +104,7 @@ __all__ = [
     "make_reward_function",
 ]
 
-ANSWER_TYPES = ("number", "option", "math", "choice", "code")
+ANSWER_TYPES = ("number", "option", "math", "choice", "code", "exact")
 MODES = ("strict", "lenient", "paper")
 
 
@@ -210,6 +212,8 @@ def _grade(completion: Any, gold: Any, answer_type: str, mode: str, pattern: str
         label, options = choices.parse_gold(gold_s)
         got, raw = choices.extract(text, options, mode, pattern)
         return Grade(got == label, got is not None, f"({got})" if got else raw)
+    if answer_type == "exact":
+        return Grade(*exactgrade.grade(text, gold_s, mode, pattern))
     if answer_type == "option":
         letter, raw = extract_option(text, mode, pattern)
         if letter is None:
@@ -277,7 +281,7 @@ def grade_many(
     return [grade(c, g, answer_type, mode, pattern) for c, g in zip(completions, golds)]
 
 
-def _completion_text(c: Any) -> str:
+def completion_text(c: Any) -> str:
     """A TRL completion (plain string or list of chat messages) as text."""
     if isinstance(c, str):
         return c
@@ -290,7 +294,7 @@ def _completion_text(c: Any) -> str:
         msgs = [m for m in c if isinstance(m, dict)]
         assistant = [m for m in msgs if m.get("role", "assistant") == "assistant"]
         chosen = assistant or msgs
-        return "\n".join(_completion_text(m) for m in chosen)
+        return "\n".join(completion_text(m) for m in chosen)
     return "" if c is None else str(c)
 
 
@@ -310,7 +314,7 @@ def make_reward_function(
             raise ValueError("reward function needs the gold answers as the 'answer' column")
         if isinstance(golds, str):
             golds = [golds] * len(completions)
-        texts = [_completion_text(c) for c in completions]
+        texts = [completion_text(c) for c in completions]
         return grade_many(texts, list(golds), answer_type, mode, pattern)
 
     def correct(completions, answer=None, **kwargs) -> list[float]:

@@ -30,10 +30,19 @@ def for_dataset(dataset: dict, questions: list[str], tokenizer: Any) -> list[Pro
     p = dataset.get("prompt", {})
     instruction = p.get("instruction")
     if instruction is None:
-        bench = BENCHMARKS.get(dataset.get("benchmark", ""))
-        instruction = bench.instruction if bench else ""
+        instruction = default_instruction(dataset)
     chat = use_chat(tokenizer, p.get("chat_template", "auto"))
     return [build(q, instruction, chat, p.get("template")) for q in questions]
+
+
+def default_instruction(dataset: dict) -> str:
+    """The instruction a dataset's questions get when the config gives none: its benchmark's; for the user's own
+    files, that of the first benchmark with the same answer type (an exact answer is boxed like a number)."""
+    bench = BENCHMARKS.get(dataset.get("benchmark", ""))
+    if bench is None and dataset.get("source") == "files":
+        kind = {"exact": "number"}.get(dataset.get("answer_type"), dataset.get("answer_type"))
+        bench = next((b for b in BENCHMARKS.values() if b.answer_type == kind), None)
+    return bench.instruction if bench else ""
 
 
 def use_chat(tokenizer: Any, setting: bool | str) -> bool:

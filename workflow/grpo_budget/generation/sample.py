@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_budget.config import schema
-from grpo_budget.generation import grading, prompts
+from grpo_budget.generation import custom_rewards, grading, prompts
 from grpo_budget.generation.backends import Generator
 from grpo_budget.generation.sampling import Sampling
 from grpo_budget.prepare.splits import missing_answer
@@ -32,11 +32,14 @@ def sample_and_grade(gen: Generator, items: pd.DataFrame, dataset: dict, samplin
     # The job's generation time apart from its startup: the cost plan fits its rates on it (grpo_budget.cluster.rates.GENERATION_LOG).
     log.info("generated %d completions in %.3f s", sum(len(o) for o in outputs), time.perf_counter() - start)
     g = schema.fill(("datasets", "*", "grading"), dataset.get("grading", {}))
+    # The dataset's own grading function, where it has one, grades every completion in one call.
+    own = (custom_rewards.grade_items(g["function"], items, built, [[c.text for c in comps] for comps in outputs])
+           if g.get("function") else None)
     rows = []
-    for item_id, gold, kind, comps in zip(items["id"], items["answer"], items["answer_type"], outputs):
+    for i, (item_id, gold, kind, comps) in enumerate(zip(items["id"], items["answer"], items["answer_type"], outputs)):
         labeled = not missing_answer(gold)
-        grades = grading.grade_many([c.text for c in comps], [str(gold) if labeled else ""] * len(comps), kind,
-                                    g["mode"], g["pattern"])
+        grades = own[i] if own is not None else grading.grade_many(
+            [c.text for c in comps], [str(gold) if labeled else ""] * len(comps), kind, g["mode"], g["pattern"])
         correct = [gr.correct for gr in grades]
         rows.append(
             {

@@ -1,14 +1,15 @@
-"""Run untrusted code with its tests in a sandbox: one fresh process per run, in its own namespaces.
+"""Run untrusted code with its tests in a sandbox: one fresh process tree per run, in its own namespaces.
 
-Each run is ``unshare`` (new user, network, mount and PID namespaces) → a shell that mounts a private root (an
-empty skeleton read-only, ``/usr`` read-only, ``/dev/null`` and ``/dev/urandom``, and a fresh, size-capped ``/work``
-tmpfs: the run's own working directory, gone with its namespace) →
-``chroot`` → ``setpriv`` (no capabilities, no new privileges) → the system Python running
-:mod:`grpo_budget.generation.sandbox_harness`, which sets the resource limits on itself before any untrusted line runs.
-So the code sees none of the user's files, no network (no interface but a down loopback), no environment but
-``PATH``/``HOME``/``LANG``, and whatever it leaves dies with its namespaces: the process group is killed at the wall
-time, and the PID namespace's end kills every process the code started. Only the harness's sentinel (a nonce the
-code cannot see, written on a pipe after the last test) proves a pass; exit codes and printed text prove nothing.
+Each run is ``setpriv --pdeathsig KILL`` (it dies with the grader's thread) → ``unshare`` (new user, network, mount
+and PID namespaces; ``--kill-child``) → a shell whose one ``mount -a`` (its table in a memfd) builds a private root
+over the package's folder of empty mount points (read-only, ``/usr`` read-only, ``/dev/null`` and ``/dev/urandom``,
+a size-capped ``/work`` tmpfs: the run's working directory; nothing is written to the host's disk) → ``chroot`` →
+``setpriv`` (no capabilities, no new privileges) → the system Python running the harness
+(:mod:`sandbox_harness`, :mod:`sandbox_worker` and :mod:`sandbox_wire`, joined into one text). The harness is two
+processes: the checker (the PID namespace's init) runs the tests and reports on a pipe with a nonce; the worker,
+forked from it before the tests arrive, runs the code and answers the checker's calls with values. Whatever the
+code does, it changes only what its functions return; whatever it starts dies with the namespace when the checker
+exits, and the checker exits when the grader closes its stdin or dies, or at the wall time.
 
 Where the machine refuses user namespaces the sandbox refuses to run (:func:`problem` says why; ``grpo-budget
 doctor`` reports it). The limits and what each adversarial completion meets: docs/sandbox.md.
@@ -16,7 +17,6 @@ doctor`` reports it). The limits and what each adversarial completion meets: doc
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import secrets
@@ -25,7 +25,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -35,21 +34,29 @@ from pathlib import Path
 
 from grpo_budget.errors import UserError
 
-HARNESS = (Path(__file__).with_name("sandbox_harness.py")).read_text()
+# The harness: its three files as one program (the lines that import one part from another are the joins).
+HARNESS = "\n".join(line for part in ("sandbox_wire", "sandbox_worker", "sandbox_harness")
+                    for line in Path(__file__).with_name(part + ".py").read_text().splitlines()
+                    if not line.startswith("from sandbox_"))
 WORKDIR = "/work"  # the code's working directory and HOME inside the sandbox
+# The root every run mounts over, read-only, in its own mount namespace: empty mount points shipped with the package
+# (so no run writes anything to the host's disk: a killed grader leaves nothing behind).
+ROOT = str(Path(__file__).with_name("sandbox_root"))
 
-# Mounts the private root (one `mount -a` over a table of five mounts: the skeleton itself read-only, /usr
-# read-only, two device nodes, a fresh /work tmpfs) and runs $2 (the sandbox's Python) with the harness $3 in it. It
-# runs as root of the new user namespace, so the mounts are its own and vanish with it. No /proc: nothing of the
-# harness's memory is exposed.
-_SETUP = 'mount -a -T "$1" && exec chroot "$4" "$5" --no-new-privs --bounding-set=-all --inh-caps=-all -- "$2" -I -S -B -c "$3"'
+# Mounts the private root (one `mount -a` over the table in memfd $1: the root itself read-only, /usr read-only and
+# the host's top-level links into it, two device nodes, a fresh /work tmpfs) and runs $5 (the sandbox's Python) with
+# the harness $6 in it; $7, the harness's one argument, names the grader's process (so every process of its runs can
+# be told by its command line). It runs as root of the new user namespace, so the mounts are its own and vanish with
+# it. No /proc: nothing of the harness's memory is exposed.
+_SETUP = ('mount -a -T "/dev/fd/$1" && exec "$2" "$3" "$4" --no-new-privs --bounding-set=-all --inh-caps=-all -- '
+          '"$5" -I -S -B -c "$6" "$7"')
 
 
 @dataclass(frozen=True)
 class Limits:
     """What one run may use (docs/sandbox.md)."""
 
-    cpu_seconds: int = 5  # RLIMIT_CPU: SIGXCPU, then SIGKILL
+    cpu_seconds: int = 5  # RLIMIT_CPU, of each of the checker and the worker: SIGXCPU, a second later SIGKILL
     wall_seconds: float = 10.0  # the process group is killed after this
     memory_mb: int = 512  # RLIMIT_AS: allocations beyond it raise MemoryError
     processes: int = 8  # RLIMIT_NPROC (within the run's own user namespace); fork is also refused outright
@@ -123,13 +130,15 @@ def require() -> None:
 
 @dataclass(frozen=True)
 class Job:
-    """Code to run, then each test (``setup`` before each) in the code's names; ``keep``: names under test that
-    may shadow a builtin (every other name that does is left out of the tests' namespace)."""
+    """Code to run, then each test (``setup`` run in the code's names before each); ``keep``: the names under test,
+    the code's even where they shadow a builtin; ``prefix``: the item's prompt, run in the tests' names so that the
+    helpers it defines are the item's own, never the code's."""
 
     code: str
     tests: tuple[str, ...]
     setup: str = ""
     keep: tuple[str, ...] = ()
+    prefix: str = ""
 
 
 def run(job: Job, limits: Limits = Limits()) -> Outcome:
@@ -148,63 +157,73 @@ def run_many(jobs: Sequence[Job], limits: Limits = Limits(), threads: int | None
         return list(pool.map(lambda j: _run(j, limits), jobs))
 
 
+def _fstab(path: str) -> str:
+    return path.replace("\\", "\\134").replace(" ", "\\040").replace("\t", "\\011").replace("\n", "\\012")
+
+
 @lru_cache(maxsize=4)
-def _skeleton(disk_mb: int) -> tuple[str, str]:
-    """The root every run of this process mounts over in its own namespace (empty mount points, the host's
-    top-level links into /usr) and its mount table; removed at exit."""
-    base = tempfile.mkdtemp(prefix="grpo-sandbox-")
-    atexit.register(shutil.rmtree, base, ignore_errors=True)
-    root = os.path.join(base, "root")
-    for d in ("usr", "dev", WORKDIR.lstrip("/")):
-        os.makedirs(os.path.join(root, d))
-    for name in ("null", "urandom"):
-        open(os.path.join(root, "dev", name), "w").close()
-    for name in ("bin", "lib", "lib64", "sbin"):
-        if os.path.islink("/" + name):
-            os.symlink(os.readlink("/" + name), os.path.join(root, name))
-    table = os.path.join(base, "fstab")
-    with open(table, "w") as fh:
-        fh.write(f"{root} {root} none bind,ro 0 0\n/usr {root}/usr none rbind,ro 0 0\n"
-                 f"/dev/null {root}/dev/null none bind 0 0\n/dev/urandom {root}/dev/urandom none bind 0 0\n"
-                 f"sandbox {root}{WORKDIR} tmpfs size={disk_mb}m,mode=777,nosuid,nodev 0 0\n")
-    return root, table
+def _table(disk_mb: int) -> int:
+    """:data:`_SETUP`'s mount table, in a memfd this process holds (nothing on disk to leave behind)."""
+    root = _fstab(ROOT)
+    links = "".join(f"{_fstab(os.path.realpath('/' + n))} {root}/{n} none bind,ro 0 0\n"
+                    for n in ("bin", "lib", "lib64", "sbin")
+                    if os.path.islink("/" + n) and os.path.realpath("/" + n).startswith("/usr/"))
+    table = (f"{root} {root} none bind,ro 0 0\n/usr {root}/usr none rbind,ro 0 0\n{links}"
+             f"/dev/null {root}/dev/null none bind 0 0\n/dev/urandom {root}/dev/urandom none bind 0 0\n"
+             f"grpo-sandbox-work {root}{WORKDIR} tmpfs size={disk_mb}m,mode=777,nosuid,nodev,noexec 0 0\n")
+    fd = os.memfd_create("grpo-sandbox-fstab")
+    os.write(fd, table.encode())
+    return fd
+
+
+def marker(pid: int | None = None) -> str:
+    """The argument every process of the sandboxes of grader process ``pid`` (default: this one) carries."""
+    return f"grpo-sandbox-of-{os.getpid() if pid is None else pid}"
+
+
+def _frame(message: dict) -> bytes:
+    data = json.dumps(message).encode()
+    return len(data).to_bytes(4, "big") + data
 
 
 def _run(job: Job, limits: Limits) -> Outcome:
     t = tools()
     start = time.monotonic()
     nonce = secrets.token_hex(16)
-    root, table = _skeleton(limits.disk_mb)
+    table = _table(limits.disk_mb)
     rfd, wfd = os.pipe()
-    payload = {"nonce": nonce, "fd": wfd, "cwd": WORKDIR, "rlimits": limits.rlimits(), "code": job.code,
-               "tests": list(job.tests), "setup": job.setup, "keep": list(job.keep)}
+    # two messages: what the worker may know (it is forked after the first), then the tests and the report pipe
+    payload = (_frame({"cwd": WORKDIR, "rlimits": limits.rlimits(), "code": job.code, "setup": job.setup})
+               + _frame({"nonce": nonce, "fd": wfd, "tests": list(job.tests), "keep": list(job.keep),
+                         "prefix": job.prefix, "setup": job.setup, "wall": limits.wall_seconds + 1}))
     env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": WORKDIR, "TMPDIR": WORKDIR, "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
-    cmd = [t["unshare"], "--user", "--map-root-user", "--net", "--mount", "--pid", "--fork", "--kill-child", "--",
-           t["sh"], "-c", _SETUP, "sandbox-setup", table, t["python"], HARNESS, root, t["setpriv"]]
+    cmd = [t["setpriv"], "--pdeathsig", "KILL", "--", t["unshare"], "--user", "--map-root-user", "--net", "--mount",
+           "--pid", "--fork", "--kill-child", "--", t["sh"], "-c", _SETUP, "sandbox-setup", str(table), t["chroot"], ROOT,
+           t["setpriv"], t["python"], HARNESS, marker()]
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                pass_fds=(wfd,), env=env, cwd="/", start_new_session=True)
+                                pass_fds=(wfd, table), env=env, cwd="/", start_new_session=True)
     except BaseException:
         os.close(rfd), os.close(wfd)
         raise
     os.close(wfd)
     cpu = 0.0
     try:
-        output, reports, cut = _collect(proc, rfd, json.dumps(payload).encode(), start, limits)
+        output, reports, cut = _collect(proc, rfd, payload, start, limits)
     finally:
         cpu = _kill(proc)
         os.close(rfd)
-    if cut is None and cpu >= 0.95 * limits.cpu_seconds:  # SIGXCPU comes a tick before the usage reads the limit
-        cut = f"used its {limits.cpu_seconds} s of CPU time (killed)"
-    return _outcome(nonce, reports, output, cut, proc.returncode, len(job.tests), limits, time.monotonic() - start)
+    return _outcome(nonce, reports, output, cut, proc.returncode, cpu, len(job.tests), limits,
+                    time.monotonic() - start)
 
 
 def _collect(proc: subprocess.Popen, rfd: int, payload: bytes, start: float, limits: Limits
              ) -> tuple[bytes, bytes, str | None]:
-    """The run's output and reports, read with caps until both pipes close; the reason it was cut short, if so."""
+    """The run's output and reports, read with caps until both pipes close; the reason it was cut short, if so.
+    Its stdin stays open (the checker's lifeline) until :func:`_kill`."""
     try:
         proc.stdin.write(payload)
-        proc.stdin.close()
+        proc.stdin.flush()
     except OSError:
         pass  # it died before reading its job: its output says why
     cap = limits.output_kb << 10
@@ -232,15 +251,29 @@ def _collect(proc: subprocess.Popen, rfd: int, payload: bytes, start: float, lim
     return bytes(bufs[proc.stdout.fileno()]), bytes(bufs[rfd]), cut
 
 
-def _kill(proc: subprocess.Popen) -> float:
-    """End the run's process group (unshare's --kill-child then ends its PID namespace, and all in it); the CPU
-    seconds the run used (unshare waits for its child, so its usage includes the code's)."""
+def _kill(proc: subprocess.Popen, grace: float = 1.0) -> float:
+    """End the run and wait until nothing of it is left; the CPU seconds it used (unshare waits for its child, so
+    its usage includes the code's). Closing the checker's stdin ends the checker, and with it, as the PID
+    namespace's init, every process in the sandbox before unshare can exit; a run that has not ended within
+    ``grace`` seconds (stuck before its checker started, say) has its process group killed."""
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+        proc.stdin.close()
+    except OSError:
         pass
+    deadline, status, usage = time.monotonic() + grace, None, None
     try:
-        _, status, usage = os.wait4(proc.pid, 0)
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                _, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.002)
         proc.returncode = os.waitstatus_to_exitcode(status)
     except ChildProcessError:  # reaped elsewhere
         usage = None
@@ -249,7 +282,7 @@ def _kill(proc: subprocess.Popen) -> float:
     return usage.ru_utime + usage.ru_stime if usage else 0.0
 
 
-def _outcome(nonce: str, reports: bytes, output: bytes, cut: str | None, code: int | None, total: int,
+def _outcome(nonce: str, reports: bytes, output: bytes, cut: str | None, code: int | None, cpu: float, total: int,
              limits: Limits, seconds: float) -> Outcome:
     passed, done, first = 0, False, None
     for line in reports.decode("utf-8", "replace").splitlines():
@@ -263,12 +296,13 @@ def _outcome(nonce: str, reports: bytes, output: bytes, cut: str | None, code: i
             done = True
         elif first is None:
             first = {"blocked": f"blocked {detail}", "code": f"the code raised {detail} before the tests",
-                     "fail": "test " + detail.replace(" ", ": ", 1)}.get(kind, rest)
+                     "fail": "test " + detail.replace(" ", ": ", 1), "gone": f"the code's process {detail}"}.get(kind, rest)
     if done and passed == total and total and not cut:
         return Outcome(passed, total, True, None, seconds)
     reason = cut or first
-    if reason is None and not done:
-        reason = _death(code, output, limits)
+    if reason is None and not done:  # the checker itself ended early (its CPU time, or the sandbox did not start)
+        reason = (f"used its {limits.cpu_seconds} s of CPU time (killed)" if cpu >= 0.95 * limits.cpu_seconds
+                  else _death(code, output, limits))
     return Outcome(passed, total, done and not cut, reason or "no tests", seconds)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from grpo_budget.errors import UserError
 from grpo_budget.prepare import coderows
 from grpo_budget.prepare.files import expand_files, load_hub, load_local, load_source
 from grpo_budget.prepare.rows import (aime_rows, arc_rows, bbh_rows, drop_repeats, gsm8k_rows, math_rows,
@@ -33,10 +34,12 @@ _NUMBER_WORDS = {3: "three", 4: "four", 5: "five", 6: "six", 7: "seven"}
 
 def _assign_roles(name: str, spec: dict, source: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     splits = dict(spec.get("splits") or {})
+    if spec.get("_default_splits") and source and set(source) <= {"pool", "test"}:
+        return dict(source)  # data_files: {pool: ..., test: ...}: the keys are the roles
     out: dict[str, pd.DataFrame] = {}
     for role, split in splits.items():
         if role not in ("pool", "test"):
-            raise ValueError(f"spec['splits'] roles must be 'pool' or 'test', got {role!r}")
+            raise UserError(f"spec.splits has role {role!r}; allowed roles: pool, test")
         if split in source:
             out[role] = source[split]
     if not out and spec.get("_default_splits") and len(splits) == 1 and len(source) == 1:
@@ -44,10 +47,8 @@ def _assign_roles(name: str, spec: dict, source: dict[str, pd.DataFrame]) -> dic
         (role,) = splits
         out[role] = next(iter(source.values()))
     if not out:
-        raise ValueError(
-            f"{name}: none of the splits {splits} is in the data (splits found: {sorted(source)}); "
-            "set spec['splits'], e.g. {'pool': 'train'}"
-        )
+        raise UserError(f"{name} ({origin(spec)}): none of the splits {splits} is in the data (splits found: "
+                        f"{', '.join(sorted(source))}); allowed: spec.splits naming them, e.g. {{pool: train, test: test}}")
     return out
 
 
@@ -131,7 +132,10 @@ def _load_bbh(spec: dict, seed: int) -> dict[str, pd.DataFrame]:
         if len(test):
             out["test"] = test
     if not out:
-        raise ValueError(f"bbh: no items with {objects} objects in the data")
+        raise UserError(f"{origin(spec)}: none of its rows is a tracking shuffled objects item with "
+                        f"{', '.join(map(str, objects))} options listed as '(A) ...' lines, which "
+                        "bbh_shuffled_objects reads; allowed: BIG-Bench Hard's files, or for your own multiple choice "
+                        "source: files with answer_type: choice (docs/your-own-data.md)")
     return out
 
 
@@ -155,6 +159,7 @@ def _by_split(build: Callable[[pd.DataFrame, dict], pd.DataFrame],
             refuse_repeated_ids(out[role], where)
         return out
 
+    load.rows = build  # the row conversion alone: validation runs it on a few rows of the files
     return load
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
@@ -11,10 +10,10 @@ import pandas as pd
 
 from grpo_budget.generation import codegrade
 from grpo_budget.prepare.rows import column, item_ids, safe_id, text_list
+from grpo_budget.prepare.userrows import FIRST_CALL
 
 # MBPP's published split by task_id (Austin et al. 2021): a local copy is one file of all 974 tasks.
 MBPP_SPLITS = {"prompt": (1, 10), "test": (11, 510), "validation": (511, 600), "train": (601, 974)}
-_FIRST_CALL = re.compile(r"assert\s+(?:not\s+)?\(?\s*(?:set\(|sorted\(|math\.isclose\()?\s*([A-Za-z_]\w*)\s*\(")
 
 
 def mbpp_splits(source: dict[str, pd.DataFrame], fields: dict) -> dict[str, pd.DataFrame]:
@@ -50,7 +49,7 @@ def mbpp_rows(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
     setup_col = column(frame, fields, "setup")
     setups = [_setup(v) for v in setup_col] if setup_col is not None else [""] * n
     codes = text_list(column(frame, fields, "solution"), n)
-    entry = [(m.group(1) if (m := _FIRST_CALL.search(t[0])) else None) if t else None for t in tests]
+    entry = [(m.group(1) if (m := FIRST_CALL.search(t[0])) else None) if t else None for t in tests]
     prompts = [f"{q.strip()}\nYour code should pass these tests:\n\n" + "\n".join(t) for q, t in zip(texts, tests)]
     return pd.DataFrame({
         "id": item_ids(frame, fields, "mbpp", texts),

@@ -15,15 +15,15 @@ import pandas as pd
 from grpo_budget.errors import UserError
 from grpo_budget.io import json_lines
 
-_FORMATS = {"json": "json", "jsonl": "json", "parquet": "parquet", "csv": "csv", "arrow": "arrow"}
+FORMATS = {"json": "json", "jsonl": "json", "parquet": "parquet", "csv": "csv", "arrow": "arrow"}
 _TEXT_FORMATS = ("json", "csv")  # read as UTF-8 text (Parquet and Arrow are binary)
 ROWS_KEY = "examples"  # the key of a .json file's object that holds its rows (BBH's files)
 
 
-def _folder_files(folder: Path) -> list[str]:
+def folder_files(folder: Path) -> list[str]:
     """The data files a folder named in ``data_files`` stands for: those of a known format, sorted."""
     return sorted(str(q) for q in folder.iterdir()
-                  if q.is_file() and Path(q.name.removesuffix(".gz")).suffix.lstrip(".") in _FORMATS)
+                  if q.is_file() and Path(q.name.removesuffix(".gz")).suffix.lstrip(".") in FORMATS)
 
 
 def expand_files(files: Any) -> list[str]:
@@ -33,7 +33,7 @@ def expand_files(files: Any) -> list[str]:
     for f in files:
         p = Path(f)
         if p.is_dir():
-            found = _folder_files(p)
+            found = folder_files(p)
             if not found:
                 raise FileNotFoundError(f"no data files (json/jsonl/parquet/csv) in {p}")
             out.extend(found)
@@ -57,7 +57,7 @@ def local_files(data_files: Any) -> list[str]:
     for f in map(str, data_files):
         p = Path(f)
         if p.is_dir():
-            out += _folder_files(p)
+            out += folder_files(p)
         elif "*" in f:
             out += sorted(glob.glob(f))
         elif p.is_file():
@@ -65,19 +65,19 @@ def local_files(data_files: Any) -> list[str]:
     return out
 
 
-def _infer_format(files: list[str], fmt: str | None) -> str:
+def infer_format(files: list[str], fmt: str | None) -> str:
     if fmt:
-        if fmt not in _FORMATS:
-            raise ValueError(f"unknown data format {fmt!r}; expected one of {sorted(_FORMATS)}")
-        return _FORMATS[fmt]
+        if fmt not in FORMATS:
+            raise ValueError(f"unknown data format {fmt!r}; expected one of {sorted(FORMATS)}")
+        return FORMATS[fmt]
     suffixes = {Path(f.removesuffix(".gz")).suffix.lstrip(".").lower() for f in files}  # HumanEval's .jsonl.gz
-    formats = {_FORMATS.get(s) for s in suffixes}
+    formats = {FORMATS.get(s) for s in suffixes}
     if len(formats) != 1 or None in formats:
         raise ValueError(f"cannot infer the format of {files}; give spec['format']")
     return formats.pop()
 
 
-def _json_field(files: list[str], fmt: str, field: str | None) -> str | None:
+def json_field(files: list[str], fmt: str, field: str | None) -> str | None:
     """The key of a .json file's object that holds the rows (``field``, else :data:`ROWS_KEY` where the file has
     it); None for JSON Lines and lists of rows. An object without that key is refused in one line: read as it is,
     it would be one row (or a parse error) that names no key."""
@@ -145,11 +145,11 @@ def load_local(data_files: Any, fmt: str | None, field: str | None, cache_dir: s
     else:
         expanded = expand_files(data_files)
         all_files = expanded
-    fmt = _infer_format(all_files, fmt)
+    fmt = infer_format(all_files, fmt)
     if fmt in _TEXT_FORMATS:
         _check_utf8(all_files)
     kwargs: dict[str, Any] = {"data_files": expanded}
-    jf = _json_field(all_files, fmt, field)
+    jf = json_field(all_files, fmt, field)
     if jf:
         kwargs["field"] = jf
     if cache_dir:

@@ -95,10 +95,13 @@ def generate(
     return pd.DataFrame(rows)
 
 
+PARAMS = ("width", "min_ops", "max_ops")  # the task's knobs (a dataset's params:)
+
+
 def resolve_params(params: dict) -> dict:
     """The task's knobs: ``params`` over the defaults of :func:`generate` (the one place they are defined)."""
     sig = inspect.signature(generate)
-    unknown = set(params) - {"width", "min_ops", "max_ops"}
+    unknown = set(params) - set(PARAMS)
     if unknown:
-        raise ValueError(f"unknown frame_arithmetic params {sorted(unknown)}; allowed: width, min_ops, max_ops")
-    return {k: params.get(k, sig.parameters[k].default) for k in ("width", "min_ops", "max_ops")}
+        raise ValueError(f"unknown frame_arithmetic params {sorted(unknown)}; allowed: {', '.join(PARAMS)}")
+    return {k: params.get(k, sig.parameters[k].default) for k in PARAMS}

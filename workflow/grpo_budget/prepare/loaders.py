@@ -64,7 +64,7 @@ log = logging.getLogger(__name__)
 COLUMNS = ["id", "prompt", "answer", "answer_type", "solution"]
 
 
-def _spec(name: str, spec: dict | None) -> dict:
+def benchmark_spec(name: str, spec: dict | None) -> dict:
     """The benchmark's default spec updated by ``spec``, and the config schema's defaults of the keys it has."""
     if name not in BENCHMARKS:
         raise UserError(f"unknown benchmark {name!r}; allowed: {', '.join(BENCHMARKS)}")
@@ -119,7 +119,7 @@ def load_benchmark(name: str, spec: dict | None, seed: int, unlabeled_pool: bool
                    ) -> dict[str, pd.DataFrame]:
     """Load benchmark ``name`` as ``{"pool": frame, "test": frame}`` (either may be absent). ``unlabeled_pool``:
     the pool's items are kept without gold answers (the dataset's ``answers:`` file supplies the bought ones)."""
-    spec = _spec(name, spec)
+    spec = benchmark_spec(name, spec)
     out = BENCHMARKS[name].load(name, spec, seed)
     result = {}
     for role, frame in out.items():

@@ -18,6 +18,7 @@ import pandas as pd
 from grpo_budget.errors import UserError
 from grpo_budget.generation.choices import gold as choice_gold
 from grpo_budget.generation.extract import last_boxed
+from grpo_budget.prepare.userrows import choice_label, options as parse_options
 
 log = logging.getLogger(__name__)
 
@@ -185,8 +186,8 @@ def gsm8k_rows(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
     questions = text_list(column(frame, fields, "question", required=True), len(frame))
     solutions = text_list(column(frame, fields, "solution"), len(frame))
     answers_col = column(frame, fields, "answer")
-    if answers_col is not None and (fields.get("answer") is None or fields.get("answer") != fields.get("solution")):
-        answers = [_normalize_number(a) for a in answers_col]
+    if answers_col is not None:  # a mapped answer column: plain numbers, or solutions ending in '#### <number>'
+        answers = [gsm8k_gold(a) if isinstance(a, str) and "####" in a else _normalize_number(a) for a in answers_col]
     else:
         answers = [gsm8k_gold(s) for s in solutions]
 
@@ -312,14 +313,14 @@ def arc_rows(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
         if isinstance(q, dict):  # AI2's release files: {stem, choices: [{text, label}]}
             stems.append(str(q["stem"]).strip())
             options.append([(str(c["label"]).strip(), str(c["text"]).strip()) for c in q["choices"]])
-        else:
-            c = listed.iloc[i] if listed is not None else {"label": [], "text": []}
+        else:  # the hub's {label, text}, or a plain list of options (labelled A, B, ...) or a {label: text} mapping
             stems.append(str(q).strip())
-            options.append([(str(lab).strip(), str(txt).strip()) for lab, txt in zip(c["label"], c["text"])])
+            options.append((parse_options(listed.iloc[i]) if listed is not None else None) or [])
     prompts = [s + "\n\nOptions:\n" + "\n".join(f"({lab}) {txt}" for lab, txt in o) for s, o in zip(stems, options)]
-    answers = [choice_gold(k.strip(), o) if k and k.strip() in dict(o) else None for k, o in zip(keys, options)]
-    solutions = [None if a is None else f"The answer is ({k.strip()}) {dict(o)[k.strip()]}. \\boxed{{({k.strip()})}}"
-                 for a, k, o in zip(answers, keys, options)]
+    labels = [choice_label(k, o) if o else None for k, o in zip(keys, options)]  # a label, a 0-based index or a text
+    answers = [None if lab is None else choice_gold(lab, o) for lab, o in zip(labels, options)]
+    solutions = [None if lab is None else f"The answer is ({lab}) {dict(o)[lab]}. \\boxed{{({lab})}}"
+                 for lab, o in zip(labels, options)]
     id_col = column(frame, fields, "id")
     ids = [f"arc-{safe_id(i)}" for i in id_col] if id_col is not None else item_ids(frame, fields, "arc", prompts)
     return pd.DataFrame({"id": ids, "prompt": prompts, "answer": answers, "answer_type": "choice",

@@ -240,6 +240,9 @@ def _item(seed: int, n_objects: int, n_swaps: int, index: int) -> dict:
     }
 
 
+PARAMS = ("n_objects", "n_swaps")  # the task's knobs (a dataset's params:)
+
+
 def generate(
     n_items: int,
     n_objects: int | Sequence[int] = 3,

@@ -11,7 +11,7 @@ import pandas as pd
 
 from grpo_budget.errors import UserError
 from grpo_budget.io import read_parquet, write_parquet
-from grpo_budget.prepare import framearith, shuffled_objects
+from grpo_budget.prepare import framearith, shuffled_objects, userfiles
 from grpo_budget.prepare.loaders import load_benchmark
 from grpo_budget.prepare.rows import excerpt, normalized
 
@@ -44,12 +44,13 @@ class Generator:
 
     build: Callable[[dict, int, dict], dict[str, pd.DataFrame]]  # (dataset entry, seed, params) -> {split: frame}
     difficulty: str
+    params: tuple[str, ...]  # its knobs (the dataset's ``params:``); config validation refuses any other name
 
 
 # The registry of built-in tasks; real benchmarks are in grpo_budget.prepare.benchmarks.BENCHMARKS.
 GENERATORS: dict[str, Generator] = {
-    "frame_arithmetic": Generator(_frame_arithmetic, difficulty="n_ops"),
-    "shuffled_objects": Generator(_shuffled_objects, difficulty="n_objects"),
+    "frame_arithmetic": Generator(_frame_arithmetic, difficulty="n_ops", params=framearith.PARAMS),
+    "shuffled_objects": Generator(_shuffled_objects, difficulty="n_objects", params=shuffled_objects.PARAMS),
 }
 
 
@@ -59,9 +60,11 @@ def build_builtin(ds: dict) -> dict[str, pd.DataFrame]:
 
 
 def build(ds: dict) -> dict[str, pd.DataFrame]:
-    """Pool and test tables for a config dataset entry (built-in generator or real benchmark)."""
+    """Pool and test tables for a config dataset entry (built-in generator, the user's own files or a benchmark)."""
     if ds["source"] == "builtin":
         frames = build_builtin(ds)
+    elif ds["source"] == "files":
+        frames = userfiles.load(ds)
     else:
         frames = load_benchmark(ds["benchmark"], ds.get("spec", {}), int(ds["seed"]), unlabeled_pool=bool(ds.get("answers")))
         if ds.get("eval_only"):
@@ -116,7 +119,8 @@ def prepare(ds: dict, outputs: dict[str, str | Path], against: Iterable[str | Pa
                        fix="stop evaluating this pool's models on that set (the dataset's ood list)")
     for split, path in outputs.items():
         if split not in frames:
-            raise ValueError(f"dataset has no {split!r} split (it has: {', '.join(frames)})")
+            raise UserError(f"the dataset has no {split} split (it has: {', '.join(frames)}); check its data_files, "
+                            "spec.splits and eval_only")
         write_parquet(frames[split], path)
 
 

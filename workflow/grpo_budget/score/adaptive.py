@@ -7,7 +7,8 @@ configured budgets. After each round every item's pass rate has an empirical-Bay
 prior, refitted each round); each (policy, budget) cut is an interval of pass rates; an item is in *doubt* while its
 posterior gives more than ``1 - confidence`` to its being on the wrong side of some cut (pass rates within
 ``tolerance`` of a cut count as right on either side). Items in doubt get ``step`` more samples, up to
-``max_samples`` each and ``mean_samples`` per item in all (most doubtful first). Pure functions;
+``max_samples`` each and ``mean_samples`` per item in all (most doubtful first); samples of ``mean_samples`` left
+when every item is settled go to the items with any doubt left. Pure functions;
 :mod:`grpo_budget.score.scoring` runs the rounds.
 """
 
@@ -95,7 +96,9 @@ def allocation(k: np.ndarray, n: np.ndarray, settings: Adaptive, cuts: list[Targ
                num_generations: int | None = None) -> np.ndarray:
     """Samples each item gets in the next round: ``first`` for an unsampled item; then ``step`` (capped at
     ``max_samples``) for each item still in doubt, the most doubtful first while the total stays within
-    ``mean_samples`` per item; 0 otherwise. All zeros: scoring is done."""
+    ``mean_samples`` per item; 0 otherwise. With ``mean_samples`` set, once no item is in doubt at ``confidence``
+    the samples left go on, round by round, to the items with any doubt left (most doubtful first): the budget is
+    spent where a cut can still move. All zeros: scoring is done."""
     n = np.asarray(n, dtype=int)
     if not n.any():
         return np.full(len(n), min(settings.first, settings.max_samples))
@@ -106,6 +109,9 @@ def allocation(k: np.ndarray, n: np.ndarray, settings: Adaptive, cuts: list[Targ
     want = np.where((d > 1 - settings.confidence) & (more > 0), more, 0)
     if settings.mean_samples is not None:
         left = max(0, int(settings.mean_samples * len(n)) - int(n.sum()))
+        if not want.any() and left:
+            # Settled at `confidence` with budget left (a pool mostly at 0 or at K settles early): spend it.
+            want = np.where((d > 0) & (more > 0), more, 0)
         by_doubt = np.argsort(-d, kind="stable")
         fits = np.cumsum(want[by_doubt]) <= left
         keep = np.zeros(len(n), dtype=bool)

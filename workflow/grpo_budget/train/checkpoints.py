@@ -11,14 +11,18 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 import struct
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from grpo_budget.digest import sha256_of
 from grpo_budget.errors import UserError
-from grpo_budget.io import numbered_path, read_json, write_json
+from grpo_budget.io import disk_full, full_disk, guard, numbered_path, read_json, write_json
 from grpo_budget.train.fingerprint import differing_parts
+from grpo_budget.train.manifest import checkpoint_path
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +111,24 @@ def digest_recorder():
     return RecordDigests()
 
 
+@contextmanager
+def room_to_save(trainer, folder: Path) -> Iterator[None]:
+    """A full disk while the Trainer saves a checkpoint into ``folder`` is one line naming it (``torch.save`` says
+    only "[enforce fail at inline_container.cc:672] . unexpected pos"). The cut-off checkpoint (without its
+    ``sha256.json``, written last) is removed first, so that the free space reported is what the next run has; that
+    run resumes from the last complete checkpoint."""
+    try:
+        yield
+    except Exception as e:
+        if not disk_full(e):
+            raise
+        cut = Path(folder) / f"checkpoint-{trainer.state.global_step}"
+        if cut.is_dir() and not (cut / DIGEST_FILE).exists():
+            guard(cut, "delete")
+            shutil.rmtree(cut, ignore_errors=True)
+        raise full_disk(cut, "training resumes from its last complete checkpoint") from e
+
+
 def adapter_file(checkpoint: Path) -> Path | None:
     return next((checkpoint / n for n in ADAPTER_FILES if (checkpoint / n).is_file()), None)
 
@@ -116,20 +138,22 @@ def adapter_digest(checkpoint: Path) -> str:
     return read_json(checkpoint / DIGEST_FILE)[adapter_file(checkpoint).name]
 
 
-def verify_listed(manifest_path: str | Path, entries: list[dict]) -> None:
-    """Check each listed checkpoint's adapter weights against the sha256 its manifest recorded at training (entries
-    of older manifests carry none and are not checked). On a mismatch, move that checkpoint and any later one aside
-    (training resumes before it) and delete the manifest, so that the workflow's next run retrains them; raise a
-    ``UserError`` saying so."""
-    for entry in entries:
+def verify_listed(manifest_path: str | Path, entries: list[dict]) -> list[tuple[int, Path]]:
+    """The listed checkpoints as (step, path) in the results folder the manifest is in now
+    (:func:`grpo_budget.train.manifest.checkpoint_path`), each adapter's weights checked against the sha256 the
+    manifest recorded at training (entries of older manifests carry none and are not checked). On a mismatch, move
+    that checkpoint and any later one aside (training resumes before it) and delete the manifest, so that the
+    workflow's next run retrains them; raise a ``UserError`` saying so."""
+    listed = [(int(entry["step"]), checkpoint_path(manifest_path, entry["path"])) for entry in entries]
+    for entry, (_, checkpoint) in zip(entries, listed):
         if "sha256" not in entry:
             continue
-        checkpoint = Path(entry["path"])
         weights = adapter_file(checkpoint)
         if weights is not None and sha256_of(weights) == entry["sha256"]:
             continue
         why = f"its {weights.name} does not match the sha256 recorded at training" if weights else \
             "its adapter weights are missing"
+        guard(manifest_path, "delete")
         moved = _set_aside_from(checkpoint.parent, int(entry["step"]))
         Path(manifest_path).unlink(missing_ok=True)
         if moved and moved[0][1] == checkpoint:
@@ -137,6 +161,7 @@ def verify_listed(manifest_path: str | Path, entries: list[dict]) -> None:
             why += f": moved it to {moved[0][2]}{later}"
         raise UserError(f"checkpoint {checkpoint}: {why}, and deleted {manifest_path}; run the same snakemake "
                         f"command again to retrain it")
+    return listed
 
 
 def _safetensors_ok(path: Path) -> bool:
@@ -183,6 +208,7 @@ def _set_aside_from(folder: Path, first: int) -> list[tuple[int, Path, Path]]:
     for step, p in _checkpoint_dirs(folder):
         if step < first:
             continue
+        guard(p, "move")
         target = numbered_path(f"{Path(folder) / INCOMPLETE_DIR / p.name}.")
         target.parent.mkdir(exist_ok=True)
         try:
@@ -217,6 +243,7 @@ def claim_checkpoint_dir(checkpoint_dir: Path, record: dict) -> Path | None:
         return None
     moved = None
     if checkpoint_dir.is_dir() and any(p.name != FINGERPRINT_FILE for p in checkpoint_dir.iterdir()):
+        guard(checkpoint_dir, "move")
         moved = numbered_path(f"{checkpoint_dir}.stale-")
         checkpoint_dir.rename(moved)
         if isinstance(old, dict):

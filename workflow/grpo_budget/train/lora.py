@@ -3,6 +3,8 @@ target exists (PEFT silently skips names that match nothing)."""
 
 from __future__ import annotations
 
+import re
+
 from grpo_budget.errors import UserError
 from grpo_budget.config.settings import Lora
 
@@ -111,6 +113,12 @@ def check_lora_targets(model, target_modules) -> None:
     ``"all-linear"``) is left to PEFT.
     """
     if isinstance(target_modules, str):
+        if target_modules != ALL_LINEAR and not any(re.fullmatch(target_modules, n)
+                                                    for n, _ in model.named_modules() if n):
+            # PEFT would refuse it too, but only once the trainer is built (after a run's checkpoints are claimed)
+            raise UserError(f"training.lora.target_modules {target_modules!r} (a pattern PEFT matches against whole "
+                            f"module names) matches no module of {type(model).__name__}; allowed: "
+                            f"{', '.join(LORA_GROUPS)}, {ALL_LINEAR}, module names or a pattern")
         return
     import torch
     from transformers.pytorch_utils import Conv1D  # GPT-2's linear layer

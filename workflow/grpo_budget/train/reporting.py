@@ -19,15 +19,20 @@ def reporting_env(report_to: str, run_dir: Path) -> dict[str, str]:
     results/`` then finds every arm), W&B offline in ``run_dir/wandb`` (``wandb sync`` uploads it later)."""
     if report_to == "none":
         return {}
-    if importlib.util.find_spec(report_to) is None:
-        raise UserError(f"training.report_to is {report_to}, but the {report_to} package is not installed: "
-                        f"pip install {report_to}, or set training.report_to: none")
+    reporting_package(report_to)
     folder = run_dir / REPORT_TARGETS[report_to]
     folder.mkdir(parents=True, exist_ok=True)
     if report_to == "tensorboard":
         return {"TENSORBOARD_LOGGING_DIR": str(folder)}
     return {"WANDB_MODE": os.environ.get("WANDB_MODE", "offline"), "WANDB_DIR": str(folder),
             "WANDB_PROJECT": os.environ.get("WANDB_PROJECT", "grpo-budget")}
+
+
+def reporting_package(report_to: str) -> None:
+    """Refuse a ``report_to`` whose package is not installed."""
+    if report_to != "none" and importlib.util.find_spec(report_to) is None:
+        raise UserError(f"training.report_to is {report_to}, but the {report_to} package is not installed: "
+                        f"pip install {report_to}, or set training.report_to: none")
 
 
 def learnable_share():

@@ -24,6 +24,7 @@ import numpy as np
 from grpo_budget.config.settings import Training
 from grpo_budget.train.batches import pad_id, recount, take_rows
 from grpo_budget.train.methods import method_of
+from grpo_budget.train.sampler import epoch_sampler
 
 
 def mixed_groups(advantages, num_generations: int) -> list[bool]:
@@ -81,6 +82,13 @@ def trainer_class():
             if (self.dynamic or self.method.changes_groups) and self.accelerator.num_processes > 1:
                 raise ValueError("training.dynamic_sampling and training.method other than grpo run on one process: "
                                  "TRL spreads a prompt's group over processes, so groups cannot be changed locally")
+
+        def _get_train_sampler(self, dataset=None):
+            # TRL's sampler, but each pass's order told by its number: a resumed run takes the prompts it would have.
+            base = super()._get_train_sampler(dataset)
+            return epoch_sampler(data_source=base.data_source, mini_repeat_count=base.mini_repeat_count,
+                                 batch_size=base.batch_size, repeat_count=base.repeat_count, shuffle=base.shuffle,
+                                 seed=base.seed)
 
         def _save(self, output_dir=None, state_dict=None):
             # Every reader (resume, evaluation, vLLM's adapters) takes the tokenizer from the base model's folder:

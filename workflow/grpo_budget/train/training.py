@@ -18,20 +18,23 @@ from grpo_budget import device as devices
 from grpo_budget.errors import UserError
 from grpo_budget.config import schema
 from grpo_budget.config.settings import Training
-from grpo_budget.generation import prompts, rewards
+from grpo_budget.generation import custom_rewards, prompts, rewards
 from grpo_budget.generation.backends import load_tokenizer
 from grpo_budget.generation.vllm_args import effective_top_k, model_top_k
 from grpo_budget.io import read_json, read_parquet, write_json, write_parquet
 from grpo_budget.prepare.splits import attach_answers
+from grpo_budget.prepare.userrows import cell
 from grpo_budget.select.sources import labels_bought
 from grpo_budget.train.checkpoints import (adapter_digest, checkpoints, claim_checkpoint_dir, digest_recorder,
-                                           discard_incomplete, record_digests)
+                                           discard_incomplete, record_digests, room_to_save)
 from grpo_budget.train.fingerprint import fingerprint
+from grpo_budget.train.manifest import recorded
 from grpo_budget.train.lora import check_lora_targets, lora_config, resolve_lora_targets
 from grpo_budget.train.methods import method_of
-from grpo_budget.train.reporting import learnable_share, reporting_env
+from grpo_budget.train.reporting import learnable_share, reporting_env, reporting_package
 from grpo_budget.train.schedule import planned_saves, prompts_per_generation, schedule
 from grpo_budget.train.trainer import trainer_class
+from grpo_budget.train.trainlog import column_recorder, read_columns, whole_run
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +49,14 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
     subset = read_parquet(subset_path)
     subset = attach_answers(subset, dataset, str(subset_path))
     labels = labels_bought(subset)
-    subset = subset[SUBSET_COLUMNS + solution_column(subset, t, dataset, subset_path)]
+    subset = subset[SUBSET_COLUMNS + solution_column(subset, t, dataset, subset_path) + function_columns(subset, t, dataset)]
     args = grpo_config(t, checkpoint_dir, seed, on_gpu, n_items=len(subset))
     if t.top_k is None:  # as scoring's null: the model's generation_config value, else transformers' 50
         args.top_k = effective_top_k(None, model_top_k(model_path))
     check_trainable(len(subset), args, t, subset_path)
+    preflight(model_path, t)
     _, planned = schedule(len(subset), t, prompts_per_generation(args))  # args.max_steps is its first part
-    record = fingerprint(subset, model_path, t, dataset, seed)
+    record = fingerprint(subset, model_path, t, custom_rewards.fingerprinted(dataset, t.rewards), seed)
     claim_checkpoint_dir(checkpoint_dir, record)
     discard_incomplete(checkpoint_dir)
     # Checkpoints past max_steps (a run since shortened) are not resumed from, nor listed as this run's.
@@ -64,9 +68,10 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
         state = read_json(done[-1][1] / "trainer_state.json")
         history, final_step = state["log_history"], state["global_step"]
     else:
+        state = None
         history, final_step = _fit(subset, model_path, args, t, dataset, done[-1][1] if done else None, subset_path,
-                                   planned)
-    history = pd.DataFrame(history)
+                                   planned, resumed_from)
+    history = whole_run(history, resumed_from, state, read_columns(checkpoint_dir))
     history.insert(0, "resumed_from", resumed_from)
     write_parquet(history, log_out)
     saved = [(step, path) for step, path in checkpoints(checkpoint_dir) if step <= final_step]
@@ -76,7 +81,7 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
         log.warning("planned checkpoint steps %s are missing from %s (resumed from step %d, saved under another "
                     "checkpoint plan); the manifest lists the ones there are", missing, checkpoint_dir, resumed_from)
     manifest = {
-        "model": model_path,
+        "model": recorded(model_path, manifest_out),  # paths in the results folder are {results}/...
         "fingerprint": record["fingerprint"],
         "resumed_from_step": resumed_from,
         "final_step": final_step,
@@ -84,7 +89,8 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
         **({"epochs": t.epochs, "steps_per_epoch": len(subset) // prompts_per_generation(args)}
            if t.epochs is not None else {}),
         # evaluate checks each adapter against its sha256 before loading it
-        "checkpoints": [{"step": step, "path": str(path), "sha256": adapter_digest(path)} for step, path in saved],
+        "checkpoints": [{"step": step, "path": recorded(path, manifest_out), "sha256": adapter_digest(path)}
+                        for step, path in saved],
         "labels_bought": labels,
         "rewards": rewards.check(t.rewards),  # name -> weight, as GRPO summed them
     }
@@ -93,7 +99,7 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
 
 
 def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict, resume: Path | None,
-         subset_path: str | Path, planned: list[int]) -> tuple[list[dict], int]:
+         subset_path: str | Path, planned: list[int], resumed_from: int = 0) -> tuple[list[dict], int]:
     """Train from ``resume`` (or from scratch) to ``args.max_steps``, saving checkpoints at the ``planned`` steps
     and keeping the final adapter as a checkpoint; returns the trainer log and the final step."""
     from datasets import Dataset
@@ -106,11 +112,14 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
             "answer_type": list(subset["answer_type"]),
             "item": list(range(len(subset))),  # dynamic sampling's refills leave out the prompts of their step
             **({"solution": [str(s) for s in subset["solution"]]} if "solution" in subset else {}),
+            # your own functions' columns (TRL passes each to the reward functions), as scoring and evaluation do
+            **{c: [cell(v) for v in subset[c]] for c in subset.columns if c not in (*SUBSET_COLUMNS, "solution")},
         }
     )
     grader = schema.fill(("datasets", "*", "grading"), dataset.get("grading", {}))
     reward, args.reward_weights = rewards.reward_functions(t.rewards, str(subset["answer_type"].iloc[0]),
-                                                           grader["mode"], grader["pattern"])
+                                                           grader["mode"], grader["pattern"], grader.get("function"),
+                                                           tuple(custom_rewards.columns_of(subset)))
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=load_dtype(t.dtype, args.bf16))
     targets, layers = resolve_lora_targets(model, t.lora.target_modules, t.lora.layers)
     check_lora_targets(model, targets)
@@ -128,14 +137,15 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
             train_dataset=train_set,
             processing_class=tokenizer,
             peft_config=lora_config(t.lora, targets, layers),
-            callbacks=[planned_saves(planned), digest_recorder()],
+            callbacks=[planned_saves(planned), digest_recorder(), column_recorder(resumed_from)],
             training=t,
         )
         if t.report_to != "none":
             trainer.callback_handler.callbacks.insert(0, learnable_share())
         if resume:
             log.info("resuming from %s", resume)
-        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+        with room_to_save(trainer, Path(args.output_dir)):
+            trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     finally:
         for k, v in saved_env.items():
             if v is None:
@@ -149,10 +159,35 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
         raise RuntimeError(f"training on {subset_path} ran zero optimizer steps; no manifest written")
     if not any(step == final_step for step, _ in checkpoints(args.output_dir)):
         # Planned saves end at max_steps; should the Trainer stop short of it, keep the final adapter too.
-        trainer._save_checkpoint(trainer.model, trial=None)
+        with room_to_save(trainer, Path(args.output_dir)):
+            trainer._save_checkpoint(trainer.model, trial=None)
         if trainer.is_world_process_zero():  # on_save, which records digests, fires only in the Trainer's own flow
             record_digests(Path(args.output_dir) / f"checkpoint-{final_step}")
     return trainer.state.log_history, final_step
+
+
+def function_columns(subset: pd.DataFrame, t: Training, dataset: dict) -> list[str]:
+    """The data columns your own grading or reward functions are given (none when the run uses none)."""
+    if not custom_rewards.refs(dataset, t.rewards):
+        return []
+    return [c for c in custom_rewards.columns_of(subset) if c not in (*SUBSET_COLUMNS, "solution")] + \
+        (["solution"] if "solution" in subset and not method_of(t).needs_solutions else [])
+
+
+def preflight(model_path: str, t: Training) -> None:
+    """Refuse what a config can get wrong that only the job can check (a config that skipped validation, LoRA targets
+    on this model's layout) before the run's checkpoint folder is claimed: claiming moves the checkpoints of another
+    fingerprint aside, which a run that cannot train must never do. The model is built on the meta device from its
+    config: no weights are read."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    rewards.check(t.rewards)
+    reporting_package(t.report_to)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_path))
+    targets, _ = resolve_lora_targets(model, t.lora.target_modules, t.lora.layers)
+    check_lora_targets(model, targets)
 
 
 def solution_column(subset: pd.DataFrame, t: Training, dataset: dict, subset_path) -> list[str]:
