@@ -47,9 +47,9 @@ def dry_run(config: str) -> tuple[dict[str, int], list[tuple[str, dict, dict]]]:
     "config, expected",
     [
         ("hard-examples", {"fetch_model": 4, "prepare": 5, "score": 8, "select": 32, "train": 32, "evaluate": 64, "evaluate_base": 12,
-                           "summary": 1, "table": 8, "figure": 7}),
+                           "summary": 1, "table": 9, "figure": 7}),
         ("difficulty-limits", {"fetch_model": 3, "prepare": 5, "score": 6, "select": 54, "train": 54, "evaluate": 135, "evaluate_base": 9,
-                               "summary": 1, "table": 8, "figure": 7}),
+                               "summary": 1, "table": 9, "figure": 7}),
     ],
 )
 def test_paper_grid_dag_and_resources(config, expected):

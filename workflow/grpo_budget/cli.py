@@ -186,15 +186,6 @@ def cmd_plan(a: argparse.Namespace) -> None:
     print(text + f"\nwritten to {path} (per job: {path.with_suffix('.csv')})")
 
 
-def cmd_recommend(a: argparse.Namespace) -> None:
-    from grpo_budget.aggregate.recommend import recommend
-    from grpo_budget.experiment.config import load
-    ok, lines = recommend(load(a.configfile), a.model, a.validation)
-    print("\n".join(lines))
-    if not ok:
-        raise SystemExit(1)
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grpo-budget", description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads for this job")
@@ -283,12 +274,6 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--gpu-memory-gib", type=float, default=None, help="the card's memory (replaces gpu.memory_gib)")
     s.set_defaults(func=cmd_plan)
 
-    s = sub.add_parser("recommend", help="after the score job: a model's arms ranked before training, validated")
-    s.add_argument("--configfile", default="config.yaml", help="the experiment config (default: the embedded one)")
-    s.add_argument("--model", required=True, help="a model of the config whose pool is scored")
-    s.add_argument("--validation", metavar="CSV", help="a regime map's tables/prediction.csv (default: the config's)")
-    s.set_defaults(func=cmd_recommend)
-
     s = sub.add_parser("fetch-model", help="download one hub model (the fetch_model rule's job)")
     s.add_argument("--hub-id", required=True)
     s.add_argument("--partial", required=True, help="download folder, kept across a killed job")
@@ -321,13 +306,15 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("check-grader", help="grade reference solutions as completions (see --help)", add_help=False)
     sub.add_parser("grade", help="grade a JSON lines file of completions against a benchmark -> CSV", add_help=False)
     sub.add_parser("pilot", help="before the grid: does the pool give GRPO a signal? (see --help)", add_help=False)
+    sub.add_parser("recommend", help="after the score job: a model's arms ranked before training, validated",
+                   add_help=False)
     sub.add_parser("install-profile", help="link profiles/slurm into ~/.config/snakemake", add_help=False)
     sub.add_parser("launch", help="run the Snakemake controller itself as a SLURM job (submitit)", add_help=False)
     return p
 
 
 PASSTHROUGH = {"check-grader": ("generation.check_grader", "main"), "grade": ("generation.grade_cli", "main"),
-               "pilot": ("score.pilot", "main"),
+               "pilot": ("score.pilot", "main"), "recommend": ("aggregate.recommend", "main"),
                "install-profile": ("cluster.slurm", "main_install_profile"), "launch": ("cluster.slurm", "main_launch")}
 
 

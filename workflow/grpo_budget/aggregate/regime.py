@@ -52,7 +52,8 @@ def regime_table(runs: Listing, s: Analysis) -> pd.DataFrame:
     rows = []
     for key, g in gains.groupby(by, sort=False):
         path = score_paths.get(key[:2])
-        prof = profile(_read(path, _available(path, ["n_samples", "n_correct"]))) if path else dict.fromkeys(PROFILE)
+        prof = (profile(_read(path, _available(path, ["n_samples", "n_correct"]))) if path
+                else dict.fromkeys(PROFILE, np.nan))
         v = verdicts
         for k, val in zip(by, key):
             v = v[v[k] == val] if len(v) else v
