@@ -3,6 +3,7 @@ the score job's sampling), the drift table, and a finished run that turns it on 
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 
 from conftest import TINY, edited_config
 from grpo_budget.aggregate import drift as drift_table
+from grpo_budget.experiment import config, plan
 from grpo_budget.io import read_parquet
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,6 +35,19 @@ def planned(out: subprocess.CompletedProcess) -> dict[str, int]:
         return {}
     table = text.split("Job stats:", 1)[1].split("\n\n", 1)[0].splitlines()[3:]
     return {rule: int(n) for rule, n in (line.split() for line in table) if rule not in ("total", "all")}
+
+
+def test_the_listing_names_drift_files_only_when_drift_is_on():
+    """Off, the run listing (whose digest names the file every aggregate job reads) is what it was before drift
+    existed, so no aggregate job of an earlier run re-runs; on, each run names its drift file."""
+    cfg = config.load(TINY)
+    assert "drift" not in plan.listing(cfg).to_json() and plan.drift_models(cfg) == []
+    cfg["analysis"]["drift"] = True
+    lst = plan.listing(cfg)
+    assert [r.drift for r in lst.runs] == [plan.paths(cfg["results"]).subset.format(**r).replace(
+        "subset.parquet", "drift.parquet") for r in plan.grid(cfg)]
+    assert plan.Listing.from_dict(json.loads(lst.to_json())) == lst
+    assert plan.files_read(lst, frozenset({"drift"})) == [r.drift for r in lst.runs]
 
 
 def test_the_drift_rule_runs_once_per_trained_arm_with_the_score_jobs_sampling(tmp_path):
