@@ -21,7 +21,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jin
 SHAPE = dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=24, num_attention_heads=32,
              num_key_value_heads=32, head_dim=64, rope_parameters={"rope_theta": 130000.0, "rope_type": "default"})
 SHRUNK = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2)
-RULES = {"score": "score", "verify": "verify", "train": "train"}  # the CLI subcommand of each GPU rule
+RULES = {"score": "score", "verify": "verify", "train": "train", "drift": "drift"}  # the CLI subcommand of each GPU rule
 
 
 def make_model(tokenizer: Path, out: Path, device: str) -> dict:

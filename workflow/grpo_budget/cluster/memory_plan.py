@@ -54,7 +54,7 @@ def _on_vllm(config: dict, t: Training) -> bool:
 def _generate_budget(config: dict, model: str, shape: Shape, rule: str, section: str,
                      evalset: str | None) -> Budget:
     g = Generation.from_dict(plan.generation_settings(config, section, model, evalset), section)
-    adapters = rule == "evaluate"
+    adapters = rule in ("evaluate", "drift")  # they load the arms' LoRA adapters
     return plan_generate(model, rule, shape, Gpu.from_dict(config["gpu"]), config["models"][model]["dtype"],
                          g.backend, g.batch_size, g.max_new_tokens, g.backend_kwargs,
                          g.max_lora_rank if adapters else 0)
@@ -83,6 +83,8 @@ def budgets(config: dict) -> list[Budget]:
             for rule in ("evaluate_base", "evaluate"):
                 rules.append(max((_generate_budget(config, model, shape, rule, "evaluation", e) for e in sets),
                                  key=lambda b: b.total))
+            if model in plan.drift_models(config):
+                rules.append(_generate_budget(config, model, shape, "drift", "scoring", None))
         out += rules
     return out
 

@@ -34,6 +34,7 @@ RULES = {
     "train": Rule("train", TRAIN, RUN),
     "evaluate_base": Rule("evaluate", GENERATE, "{model}_{evalset}"),
     "evaluate": Rule("evaluate", GENERATE, RUN + "_{evalset}"),
+    "drift": Rule("score", GENERATE, RUN),  # a trained arm's subset scored again (analysis.drift)
     "summary": Rule("aggregate", CPU, "summary", folder="aggregate"),
     "table": Rule("aggregate", CPU, "table_{name}", folder="aggregate"),
     "figure": Rule("aggregate", CPU, "{name}", folder="aggregate"),

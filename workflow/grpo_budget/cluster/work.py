@@ -1,8 +1,9 @@
 """What each job of the workflow does, counted from the config and the plan's grid (never from a job list of its
 own): items, sequences generated, tokens generated and trained on, sequential decoding steps.
 
-- generation (``score``, ``verify``, ``evaluate_base``, ``evaluate``): sequences = items x samples (x checkpoints),
-  tokens generated = sequences x ``max_new_tokens`` (an upper bound: a completion may stop early);
+- generation (``score``, ``verify``, ``evaluate_base``, ``evaluate``, ``drift``): sequences = items x samples (x
+  checkpoints), tokens generated = sequences x ``max_new_tokens`` (an upper bound: a completion may stop early); a
+  ``drift`` job scores its arm's subset as the ``score`` job scored the pool;
 - training (``train``): steps x ``prompts_per_step`` x ``num_generations`` completions of ``max_completion_length``
   tokens, each generated and then trained on.
 """
@@ -283,6 +284,10 @@ def jobs(config: dict) -> list[Job]:
             out.append(_gen_job(config, "evaluate", job_name(config, "evaluate", dict(r, evalset=e)), r["model"], e,
                                 split_items(config, e, "test"), _generation(config, "evaluation", r["model"], e),
                                 rounds=checkpoints, run=name))
+        if r["model"] in plan.drift_models(config):  # the subset scored again, as the pool was (analysis.drift)
+            out.append(_gen_job(config, "drift", job_name(config, "drift", r), r["model"], r["dataset"],
+                                subset_items(config, r), _generation(config, "scoring", r["model"], None), run=name,
+                                sampling_rounds=adaptive_rounds(config)))
     built = [n for n, o in OUTPUTS.items() if (not o.needs_ood or plan.has_ood(config))
              and (o.wanted(config) if hasattr(o, "wanted") else True)]
     out.append(Job("summary", job_name(config, "summary", {})))

@@ -27,7 +27,7 @@ from grpo_budget.generation import custom_rewards
 from grpo_budget.io import relative, write_json
 from grpo_budget.prepare.files import local_files
 
-MODEL_RULES = ("score", "verify", "train", "evaluate_base", "evaluate")  # the rules that load the base model
+MODEL_RULES = ("score", "verify", "train", "evaluate_base", "evaluate", "drift")  # the rules that load the base model
 ANSWER_RULES = ("verify", "train")  # the rules that read a dataset's answers file
 
 
