@@ -20,6 +20,7 @@ import gpu_check  # noqa: E402
     ("/x/bin/grpo-budget --threads 4 evaluate --model m --test t --out o", "evaluate_base"),
     ("/x/bin/grpo-budget --threads 4 evaluate --model m --test t --manifest f --out o", "evaluate"),
     ("/x/bin/grpo-budget --threads 1 train --subset s --model m", "train"),
+    ("/x/bin/grpo-budget --threads 1 drift --model m --scores s --subset t --manifest f --out o", "drift"),
     ("/x/python -m snakemake --cores 16", None),
 ])
 def test_each_recorded_process_is_given_its_rule(argv, rule):

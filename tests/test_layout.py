@@ -16,7 +16,8 @@ MAX_LINES = 400
 # Imported where they are used: each costs seconds or gigabytes to import, and most jobs need none of them.
 HEAVY = {"torch", "transformers", "trl", "peft", "vllm", "datasets", "matplotlib", "submitit", "math_verify",
          "tokenizers", "huggingface_hub", "scipy"}
-DISPATCH = {"grpo_budget.cli", "grpo_budget.commands"}  # the CLI imports each subcommand's stage when it runs
+# The CLI (and the drift job's parser beside it) imports each subcommand's stage when that subcommand runs.
+DISPATCH = {"grpo_budget.cli", "grpo_budget.commands", "grpo_budget.score.drift_cli"}
 # The code sandbox's program, never imported by the package: where it imports is part of its security (_ctypes only
 # in the checker, after the worker is forked) and of its start-up time (collections only when a result needs it).
 HARNESS = {f"grpo_budget.generation.sandbox_{part}" for part in ("harness", "worker", "wire")}

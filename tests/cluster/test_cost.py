@@ -62,6 +62,24 @@ def test_adaptive_scoring_counts_its_maximum():
     assert score.sequences == 200 * 7  # the total cap, rounded up per item
 
 
+def test_drift_adds_one_scoring_job_per_arm_on_its_subset():
+    """analysis.drift: one job per trained arm, its subset at the scoring's samples, on the arm's critical path."""
+    assert "drift" not in by_rule(work.jobs(load()))  # off by default: the plan is what it was
+    cfg = load(analysis={"drift": True})
+    drift = {j.name: j for j in by_rule(work.jobs(cfg))["drift"]}
+    assert set(drift) == {j.name for j in by_rule(work.jobs(cfg))["train"]}
+    assert drift["tiny_framearith_hard_b0.2_s0"].gen_tokens == 40 * 4 * 16  # 20% of 200 items x K x max_new_tokens
+    assert drift["tiny_framearith_full_ball_s0"].sequences == 200 * 4
+    assert all(j.run == name and j.kind == "generate" for name, j in drift.items())
+    adaptive = load(analysis={"drift": True}, scoring={"adaptive": {"first": 4, "step": 4, "max_samples": 12}})
+    assert by_rule(work.jobs(adaptive))["drift"][0].sequences == 40 * 12  # as many as the score job, at most
+    est = cost.estimate(cfg, folders=[])
+    est.loc[est["rule"] == "drift", "seconds"] = 1e6  # a drift job longer than anything else: the critical path
+    assert cost.critical_path_s(est) > 1e6
+    assert cost.runtime_minutes(cfg, "drift", dict(model="tiny", dataset="framearith", policy="hard", budget="0.2",
+                                                   seed="0")) == Cost.from_dict(cfg["cost"]).runtime_floor
+
+
 def test_epochs_and_checkpoints_set_steps_and_evaluations():
     cfg = load(training={"epochs": 2.0, "checkpoints": 4})
     jobs = by_rule(work.jobs(cfg))

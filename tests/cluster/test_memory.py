@@ -117,6 +117,17 @@ def test_auto_settings_fit_every_paper_job_on_80gb_and_give_vllm_a_bounded_conte
     assert s["vllm_gpu_memory_utilization"] == big.settings["vllm_gpu_memory_utilization"] and s["device"] == "cuda"
 
 
+def test_drift_jobs_are_sized_like_scoring_with_the_arms_adapter():
+    """analysis.drift: one more GPU rule per trained model, the scoring's generation with a LoRA slot, checked."""
+    from grpo_budget.cluster import memory_plan
+
+    budgets = memory_plan.check_config(paper_config(analysis={"drift": True}))
+    assert len(budgets) == 16 + 4 and all(b.fits for b in budgets)
+    for model in ("qwen3-4b", "qwen3-14b", "phi-4", "llama-3.1-8b"):
+        drift, score = by_rule(budgets, model, "drift"), by_rule(budgets, model, "score")
+        assert drift.settings == score.settings and "vLLM LoRA slot" in drift.parts and "vLLM LoRA slot" not in score.parts
+
+
 def test_too_large_micro_batches_are_refused_with_what_to_change():
     from grpo_budget.cluster import memory_plan
 

@@ -157,6 +157,18 @@ def test_label_free_sources_are_checked_before_any_job():
     assert config.validate(ok)["scoring"]["difficulty"] == "labels"
 
 
+def test_drift_needs_a_labeled_pool():
+    """analysis.drift moves items by their correct counts, which an unlabeled pool's scores do not hold."""
+    fixed = dict(DEFAULT["scoring"], adaptive=None)
+    unlabeled = copy.deepcopy(DEFAULT["datasets"])
+    unlabeled["framearith"]["answers"] = str(ROOT / "config.yaml")  # any existing file
+    assert bad(datasets=unlabeled, policies=["hard@agreement"], scoring=fixed, analysis={"drift": True}) == (
+        "config field 'analysis.drift': the pool of dataset 'framearith' is unlabeled (datasets.framearith.answers), "
+        "so its scores hold no correct counts to move from; allowed: false with an unlabeled pool")
+    assert config.validate(dict(copy.deepcopy(DEFAULT), analysis={"drift": True}))["analysis"]["drift"] is True
+    assert config.validate(copy.deepcopy(DEFAULT))["analysis"]["drift"] is False  # opt-in
+
+
 def test_vllm_server_mode_is_refused():
     """Nothing starts a `trl vllm-serve` process: server mode would wait 240 s for one and fail, after scoring."""
     training = {**DEFAULT.get("training", {}), "use_vllm": True, "vllm_mode": "server"}

@@ -22,6 +22,7 @@ from grpo_budget.device import configure_allocator
 from grpo_budget.errors import UserError
 from grpo_budget.failures import COMMAND_PREFIX
 from grpo_budget.reproducible import pin_cpu_code_path
+from grpo_budget.score import drift_cli
 
 # A missing file named on the command line is the user's mistake too.
 USER_ERRORS = (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError)
@@ -179,6 +180,7 @@ def _job_commands(sub) -> None:
     s.add_argument("--dataset", type=_json, required=True)
     s.add_argument("--out", required=True)
     s.set_defaults(func=cmd_verify)
+    drift_cli.add_parser(sub, _json)  # the drift rule's job (its parser in its own module)
 
     s = sub.add_parser("select", help="cut a budget from the scored pool by policy")
     s.add_argument("--scores", required=True)
@@ -227,7 +229,7 @@ def _job_commands(sub) -> None:
 
 
 PASSTHROUGH = {"check-grader": ("generation.check_grader", "main"), "grade": ("generation.grade_cli", "main"),
-               "pilot": ("score.pilot", "main"),
+               "pilot": ("score.pilot", "main"), "recommend": ("aggregate.recommend", "main"),
                "install-profile": ("cluster.slurm", "main_install_profile"), "launch": ("cluster.slurm", "main_launch")}
 
 

@@ -73,15 +73,6 @@ def cmd_plan(a: argparse.Namespace) -> None:
     print(text + f"\nwritten to {path} (per job: {path.with_suffix('.csv')})")
 
 
-def cmd_recommend(a: argparse.Namespace) -> None:
-    from grpo_budget.aggregate.recommend import recommend
-    from grpo_budget.experiment.config import load
-    ok, lines = recommend(load(a.configfile), a.model, a.validation)
-    print("\n".join(lines))
-    if not ok:
-        raise SystemExit(1)
-
-
 def add_user_commands(sub) -> None:
     """The subcommands a user runs: plans, checks, model fetching, and the tools passed through to their module."""
     s = sub.add_parser("plan", help="the memory plan (device cuda) and the cost plan: jobs, tokens, GPU-hours, wall time")
@@ -92,12 +83,6 @@ def add_user_commands(sub) -> None:
     s.add_argument("--parallel", type=int, default=None, help="jobs at a time, for the wall-time estimate")
     s.add_argument("--gpu-memory-gib", type=float, default=None, help="the card's memory (replaces gpu.memory_gib)")
     s.set_defaults(func=cmd_plan)
-
-    s = sub.add_parser("recommend", help="after the score job: a model's arms ranked before training, validated")
-    s.add_argument("--configfile", default="config.yaml", help="the experiment config (default: the embedded one)")
-    s.add_argument("--model", required=True, help="a model of the config whose pool is scored")
-    s.add_argument("--validation", metavar="CSV", help="a regime map's tables/prediction.csv (default: the config's)")
-    s.set_defaults(func=cmd_recommend)
 
     s = sub.add_parser("fetch-models", help="download every hub model of a config into its model_store (login node)")
     s.add_argument("--configfile", required=True)
@@ -118,5 +103,7 @@ def add_user_commands(sub) -> None:
     sub.add_parser("check-grader", help="grade reference solutions as completions (see --help)", add_help=False)
     sub.add_parser("grade", help="grade a JSON lines file of completions against a benchmark -> CSV", add_help=False)
     sub.add_parser("pilot", help="before the grid: does the pool give GRPO a signal? (see --help)", add_help=False)
+    sub.add_parser("recommend", help="after the score job: a model's arms ranked before training, validated",
+                   add_help=False)
     sub.add_parser("install-profile", help="link profiles/slurm into ~/.config/snakemake", add_help=False)
     sub.add_parser("launch", help="run the Snakemake controller itself as a SLURM job (submitit)", add_help=False)

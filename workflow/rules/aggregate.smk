@@ -16,7 +16,7 @@ rule summary:
     params:
         listing=LISTING,
         record=record_args("summary"),
-        settings=as_json(config["analysis"]),
+        settings=AGGREGATE_SETTINGS,
         caption=caption("summary", config),
     log:
         log_file("summary"),
@@ -43,7 +43,7 @@ rule table:
     params:
         listing=LISTING,
         record=record_args("table"),
-        settings=as_json(config["analysis"]),
+        settings=AGGREGATE_SETTINGS,
         caption=lambda wc: caption(wc.name, config),
     log:
         log_file("table"),
@@ -69,7 +69,7 @@ rule figure:
     params:
         listing=LISTING,
         record=record_args("figure"),
-        settings=as_json(config["analysis"]),
+        settings=AGGREGATE_SETTINGS,
         caption=lambda wc: caption(wc.name, config),
     log:
         log_file("figure"),

@@ -165,6 +165,11 @@ def as_json(obj):
     return json.dumps(obj, sort_keys=True)
 
 
+# The aggregate jobs' settings: the analysis section but analysis.drift, which adds jobs whose files the listing
+# names (not a setting of any table), so the records of runs made before it existed stay valid.
+AGGREGATE_SETTINGS = as_json({k: v for k, v in config["analysis"].items() if k != "drift"})
+
+
 def get_dataset(wildcards, name=None):
     return as_json(config["datasets"][name or wildcards.dataset])
 

@@ -57,3 +57,36 @@ rule verify:
     shell:
         "grpo-budget {params.record} --threads {threads} verify --model {params.model:q} --subsets {input.subsets:q}"
         " --settings {params.settings:q} --dataset {params.dataset:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule drift:
+    """The arm's subset scored again by its final adapter (analysis.drift): the score job's samples per item and
+    random draws, so that each item's move between all-fail, mixed and all-solved is the weights'."""
+    input:
+        scores=P.scores,
+        subset=P.subset,
+        manifest=P.manifest,
+        model=get_model_input,
+        provenance=provenance_check("drift"),
+    output:
+        P.drift,
+    params:
+        record=record_args("drift"),
+        model=get_model_path,
+        settings=get_generation_settings("drift"),
+        dataset=get_dataset,
+        cuts=get_adaptive_cuts_arg,
+    threads: 1
+    resources:
+        mem_mb=host_mb("drift"),
+        runtime=job_runtime("drift"),
+    log:
+        log_file("drift"),
+    benchmark:
+        benchmark_file("drift")
+    conda:
+        GPU_ENV
+    shell:
+        "grpo-budget {params.record} --threads {threads} drift --model {params.model:q} --scores {input.scores:q}"
+        " --subset {input.subset:q} --manifest {input.manifest:q} --settings {params.settings:q}"
+        " --dataset {params.dataset:q}{params.cuts} --out {output:q} > {log:q} 2>&1"

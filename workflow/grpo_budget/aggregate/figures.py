@@ -316,8 +316,11 @@ def figure_gain_vs_competence(runs: Listing, outs: Sequence[str], s: Analysis) -
             ax.errorbar(x, y, yerr=[y - g[f"gain_{policy}_lo"].to_numpy(), g[f"gain_{policy}_hi"].to_numpy() - y],
                         color=policy_color(policy), marker="o", ms=5, capsize=3,
                         label=policy + (f" ({seeds} seeds)" if seeds > 1 else ""))
-        for _, r in g.iterrows():  # each base model named at its position along the axis
-            ax.text(100 * r["pool_mean"], 0.98, f"{r['model']}\nbase {100 * r['base_acc']:.0f}%", ha="center",
+        last, row = -np.inf, 0
+        for _, r in g.iterrows():  # each base model named at its position; close neighbours' names stacked down
+            row = row + 1 if 100 * r["pool_mean"] - last < 100 * span * 0.12 else 0
+            last = 100 * r["pool_mean"]
+            ax.text(last, 0.98 - 0.07 * row, f"{r['model']}\nbase {100 * r['base_acc']:.0f}%", ha="center",
                     va="top", fontsize=6, color="0.35", transform=ax.get_xaxis_transform())
         ax.axhline(0, color="black", lw=1)
         ax.set(title=" · ".join(map(str, key[:1])) + f" · budget {key[1]}" + (f" · {key[2]}" if len(key) > 2 else ""),

@@ -1,7 +1,7 @@
 """The registry of aggregate outputs: the one place an output's name exists.
 
-An output is a function in ``render_arms.py``, ``render_versus.py`` (tables), ``figures.py`` (figures) or
-``render_compute.py`` (both) decorated
+An output is a function in ``render_arms.py``, ``render_versus.py``, ``render_regime.py``, ``render_drift.py``
+(tables), ``figures.py`` (figures) or ``render_compute.py`` (both) decorated
 with :func:`output`; its name is its file name (``figures/NAME.png``, ``tables/NAME.csv``) and its caption for the
 HTML report is ``workflow/grpo_budget/aggregate/captions/NAME.rst``. The Snakefile's targets, each job's inputs (only the file
 roles it reads) and the CLI's choices all come from :data:`OUTPUTS`.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import jinja2
 
-from grpo_budget.experiment.plan import arm_source, several_budgets, trained_models
+from grpo_budget.experiment.plan import arm_source, drift_models, several_budgets, trained_models
 from grpo_budget.experiment.sweep import has_sweep
 
 CAPTIONS = Path(__file__).resolve().with_name("captions")  # package data
@@ -57,9 +57,14 @@ def _several_models(config: dict) -> bool:
     return len(trained_models(config)) >= 2
 
 
+def _drift(config: dict) -> bool:
+    """The trained arms are scored again after training (``analysis.drift``)."""
+    return bool(drift_models(config))
+
+
 # Conditions an output can be built under (``Output.when``).
 WHEN: dict[str, Callable[[dict], bool]] = {"sweep": _sweeps, "budgets": _several_budgets, "label_free": _label_free,
-                                           "models": _several_models}
+                                           "models": _several_models, "drift": _drift}
 
 
 def output(name: str, kind: str, reads: Iterable[str], needs_ood: bool = False, when: str | None = None) -> Callable:

@@ -5,6 +5,8 @@ recommend yet, with the numbers."""
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -20,6 +22,7 @@ from grpo_budget.aggregate.prediction import (
 )
 from grpo_budget.errors import UserError
 from grpo_budget.experiment import plan
+from grpo_budget.experiment.config import load
 from grpo_budget.io import read_parquet
 from grpo_budget.select.policies import select
 
@@ -92,3 +95,17 @@ def recommend(config: dict, model: str, validation_path: str | None = None) -> t
                  f"{me.loc[PRIMARY, 'hit_rate']:.0%} of the held-out base models (a blind pick: "
                  f"{me.loc[PRIMARY, 'chance']:.0%}).")
     return True, lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``grpo-budget recommend``: the ranking, or why it cannot recommend yet (exit 1)."""
+    p = argparse.ArgumentParser(prog="grpo-budget recommend", description=__doc__.splitlines()[0])
+    p.add_argument("--configfile", default="config.yaml", help="the experiment config (default: the embedded one)")
+    p.add_argument("--model", required=True, help="a model of the config whose pool is scored")
+    p.add_argument("--validation", metavar="CSV", help="a regime map's tables/prediction.csv (default: the config's)")
+    a = p.parse_args(argv)
+    ok, lines = recommend(load(a.configfile), a.model, a.validation)
+    print("\n".join(lines))
+    if not ok:
+        raise SystemExit(1)
+    return 0

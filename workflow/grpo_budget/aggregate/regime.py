@@ -53,7 +53,7 @@ def regime_table(runs: Listing, s: Analysis) -> pd.DataFrame:
     for key, g in gains.groupby(by, sort=False):
         path = score_paths.get(key[:2])
         prof = (profile(read_table(path, available_columns(path, ["n_samples", "n_correct"]))) if path
-                else dict.fromkeys(PROFILE))
+                else dict.fromkeys(PROFILE, np.nan))
         v = verdicts
         for k, val in zip(by, key):
             v = v[v[k] == val] if len(v) else v

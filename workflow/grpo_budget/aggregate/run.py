@@ -26,6 +26,7 @@ from pathlib import Path
 # cost jobs: the tables (render_arms, then render_versus), then the figures.
 from grpo_budget.aggregate import render_arms, render_versus  # noqa: F401
 from grpo_budget.aggregate import render_regime  # noqa: F401  (the regime map's prediction, after its table)
+from grpo_budget.aggregate import render_drift  # noqa: F401  (with analysis.drift)
 
 # isort: split
 from grpo_budget.aggregate import figures  # noqa: F401

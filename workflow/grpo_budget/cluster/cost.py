@@ -46,8 +46,8 @@ def estimate(config: dict, folders: list[str] | None = None) -> pd.DataFrame:
 
 
 def critical_path_s(est: pd.DataFrame) -> float:
-    """The longest chain of dependent jobs: bootstrap, score, then per arm train and its slowest evaluation (or the
-    verification), then the aggregates -- the wall time with a GPU for every job that can run."""
+    """The longest chain of dependent jobs: bootstrap, score, then per arm train and its slowest evaluation or its
+    drift job (or the verification), then the aggregates -- the wall time with a GPU for every job that can run."""
     def total(rule, **match):
         rows = est[est["rule"] == rule]
         for k, v in match.items():
@@ -60,7 +60,8 @@ def critical_path_s(est: pd.DataFrame) -> float:
     for (m, d), _ in est[est["rule"] == "score"].groupby(["model", "dataset"]):
         score = total("score", model=m, dataset=d) + total("select")
         arms = est[(est["rule"] == "train") & (est["model"] == m) & (est["dataset"] == d)]
-        arm = max([row.seconds + total("evaluate", run=row.run) for row in arms.itertuples()], default=0.0)
+        arm = max([row.seconds + max(total("evaluate", run=row.run), total("drift", run=row.run))
+                   for row in arms.itertuples()], default=0.0)
         longest = max(longest, score + max(arm, total("verify", model=m, dataset=d)))
     aggregate = total("summary") + total("table") + total("figure")
     return prep + boot + longest + aggregate

@@ -101,7 +101,7 @@ def on_vllm(config: dict, t: Training) -> bool:
 
 
 def generation_job(config: dict, rule: str, model: str, evalset: str | None = None) -> JobSettings:
-    """A scoring, verification or evaluation job's settings: its section's sampling (verify: the scoring sampling
+    """A scoring, verification, evaluation or drift job's settings: its section's sampling (verify: the scoring sampling
     with its own count and seed; an evaluation-only set: the ``ood_*`` sampling), the backend, the model's
     chat-template arguments and LoRA rank bound, the device, the dtype, and on cuda the memory plan's context
     length for vLLM (``max_model_len``, unless backend_kwargs set it) or batch for transformers."""
@@ -117,7 +117,7 @@ def generation_job(config: dict, rule: str, model: str, evalset: str | None = No
         return JobSettings(rule, model, s, None)
     g = Generation.from_dict(s, RULES[rule].section)
     b = plan_generate(model, rule, shape, gpu, s["dtype"], g.backend, g.batch_size, g.max_new_tokens,
-                      g.backend_kwargs, g.max_lora_rank if rule == "evaluate" else 0)
+                      g.backend_kwargs, g.max_lora_rank if RULES[rule].loads_adapters else 0)
     if s["backend"] == "transformers":
         s["batch_size"] = b.settings["batch_size"]
     return JobSettings(rule, model, s, b)
@@ -186,6 +186,8 @@ def every_job(config: dict) -> list[tuple[str, dict]]:
     for r in plan.training_runs(config):
         out.append(("train", r))
         out += [("evaluate", dict(r, evalset=e)) for e in plan.evalsets(config, r["dataset"])]
+        if r["model"] in plan.drift_models(config):  # the subset scored again, as the pool was (analysis.drift)
+            out.append(("drift", r))
     out.append(("summary", {}))
     # An aggregate output's kind is the rule that builds it.
     out += [(OUTPUTS[n].kind, dict(name=n)) for n in built(config) if OUTPUTS[n].kind != "summary"]

@@ -2,8 +2,9 @@
 (:func:`grpo_budget.cluster.jobs.every_job`) and each job's settings from its builder: items, sequences generated,
 tokens generated and trained on, sequential decoding steps.
 
-- generation (``score``, ``verify``, ``evaluate_base``, ``evaluate``): sequences = items x samples (x checkpoints),
-  tokens generated = sequences x ``max_new_tokens`` (an upper bound: a completion may stop early);
+- generation (``score``, ``verify``, ``evaluate_base``, ``evaluate``, ``drift``): sequences = items x samples (x
+  checkpoints), tokens generated = sequences x ``max_new_tokens`` (an upper bound: a completion may stop early); a
+  ``drift`` job scores its arm's subset as the ``score`` job scored the pool;
 - training (``train``): steps x the rollouts a step of the run's method generates and trains on
   (:data:`grpo_budget.train.methods.METHODS`: ``prompts_per_step`` x ``num_generations``, and what the method
   adds), of ``max_completion_length`` tokens each.
@@ -269,16 +270,20 @@ def jobs(config: dict) -> list[Job]:
 
 
 def _generation_job(config: dict, rule: str, name: str, wc: dict, job: JobSettings, saves: dict[str, int]) -> Job:
-    """A scoring, verification or evaluation job with its work: the items it samples, its sampling, and for an
-    arm's evaluation the checkpoints it evaluates (an evaluation-only set: the final one)."""
+    """A scoring, verification, evaluation or drift job with its work: the items it samples, its sampling, and for
+    an arm's evaluation the checkpoints it evaluates (an evaluation-only set: the final one)."""
     m = wc["model"]
-    gen = (scoring_samples(config) if rule == "score" else int(job.settings["num_samples"]),
+    # the pool's scoring and its replay on a subset draw what adaptive scoring draws; the others a fixed count
+    gen = (scoring_samples(config) if rule in ("score", "drift") else int(job.settings["num_samples"]),
            int(job.settings["max_new_tokens"]), int(job.settings["batch_size"]))
     if rule == "score":
         return _gen_job(config, rule, name, m, wc["dataset"], split_items(config, wc["dataset"], "pool"), gen,
                         sampling_rounds=adaptive_rounds(config))
     if rule == "verify":
         return _gen_job(config, rule, name, m, wc["dataset"], _verify_items(config, m, wc["dataset"]), gen)
+    if rule == "drift":  # the subset scored again, as the pool was (analysis.drift)
+        return _gen_job(config, rule, name, m, wc["dataset"], subset_items(config, wc), gen,
+                        run=job_name(config, "train", wc), sampling_rounds=adaptive_rounds(config))
     e = wc["evalset"]
     if rule == "evaluate_base":
         return _gen_job(config, rule, name, m, e, split_items(config, e, "test"), gen)

@@ -51,6 +51,7 @@ FINGERPRINT = {
     "dynamic_sampling": Added(_TRAINING["dynamic_sampling"], along=("dynamic_max_rounds",)),
     "lora.layers": Added(None),
 }
-# The run listing the aggregate jobs read (named by its digest), and each run in it: a sweep's and a proxy's fields.
+# The run listing the aggregate jobs read (named by its digest), and each run in it: a sweep's, a proxy's and
+# analysis.drift's fields.
 LISTING = {"variants": Added({}), "proxy_scores": Added([])}
-LISTED_RUN = {"variant": Added("")}
+LISTED_RUN = {"variant": Added(""), "drift": Added("")}

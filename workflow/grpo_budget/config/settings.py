@@ -173,6 +173,7 @@ class Analysis:
     seed: int
     learnable_window: float | int
     stratify_by: str | dict
+    drift: bool  # the drift jobs run and the drift table is built (the aggregate jobs are not given it)
 
     @classmethod
     def from_dict(cls, values: dict | None) -> "Analysis":

@@ -144,6 +144,10 @@ def _sources(cfg: dict) -> None:
     for name, ds in cfg["datasets"].items():
         if not ds.get("answers") or ds.get("eval_only"):
             continue
+        if cfg["analysis"]["drift"]:
+            raise ConfigError(f"config field 'analysis.drift': the pool of dataset {name!r} is unlabeled "
+                              f"(datasets.{name}.answers), so its scores hold no correct counts to move from; "
+                              "allowed: false with an unlabeled pool")
         for arm, source in ranking:
             if SOURCES[source].labels:
                 raise ConfigError(f"config field 'datasets.{name}.answers': the pool is unlabeled, but arm {arm!r} "

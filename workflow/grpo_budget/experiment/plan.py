@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
 from grpo_budget.config import records
-from grpo_budget.errors import UserError
 from grpo_budget.experiment import sweep
+from grpo_budget.experiment.budget import (  # noqa: F401  (budget labels, re-exported: callers read them here)
+    BUDGET_REGEX, FULL_LABEL, budget_sort_key, format_budget, parse_budget)
 from grpo_budget.hub import fetched, store_folder
 from grpo_budget.io import RESULTS, read_json, relative
 from grpo_budget.select.policies import fixed_size
@@ -31,6 +31,7 @@ PATTERNS = {
     "train_log": f"{RUN_DIR}/train_log.parquet",
     "manifest": f"{RUN_DIR}/manifest.json",
     "run_eval": f"{RUN_DIR}/eval/{{evalset}}.parquet",
+    "drift": f"{RUN_DIR}/drift.parquet",  # the subset scored again by the trained model (analysis.drift)
     "base_eval": "base/{model}/{evalset}.parquet",
     "verify": "verify/{model}/{dataset}.parquet",
     "listing": "plan/listing-{digest}.json",  # named by its content: a new plan never overwrites a running one
@@ -53,7 +54,7 @@ PATTERNS = {
 # With a `sweep:` block, what training makes and what is evaluated on it gets one folder per variant under the run's
 # folder; the subset stays where it is, shared by every variant (selection does not depend on training settings).
 VARIANT_DIR = f"{RUN_DIR}/v-{{variant}}"
-PER_VARIANT = ("checkpoints", "train_log", "manifest", "run_eval")
+PER_VARIANT = ("checkpoints", "train_log", "manifest", "run_eval", "drift")
 
 
 def paths(results: str, variants: bool = False) -> SimpleNamespace:
@@ -76,35 +77,6 @@ RUN_NAME = "{model}_{dataset}_{policy}_b{budget}_s{seed}"
 def run_name(config: dict) -> str:
     """The log and benchmark file name pattern of a training or evaluation job."""
     return RUN_NAME + ("_v-{variant}" if sweep.has_sweep(config) else "")
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Budget labels: the one writer, the one reader and the one regex of a budget in a path
-
-FULL_LABEL = "all"  # the budget label of the policies that set their own size
-BUDGET_REGEX = FULL_LABEL + r"|[1-9]\d*|(?:\d+\.\d*|\.\d+|\d+)(?:e[+-]?\d+)?"
-
-
-def format_budget(budget: float | int) -> str:
-    """The path label of a budget: ``0.1`` → ``"0.1"``, ``1e-05`` → ``"1e-05"``, ``100`` → ``"100"``."""
-    return repr(float(budget)) if isinstance(budget, float) else str(int(budget))
-
-
-def parse_budget(label: str) -> float | int:
-    """The budget a label stands for: ``"0.1"`` → 0.1 (fraction), ``"100"`` → 100 (count), ``"all"`` → 1.0."""
-    if not re.fullmatch(BUDGET_REGEX, label):
-        raise UserError(f"not a budget label: {label!r}; allowed: {FULL_LABEL}, a count (100) or a fraction (0.1)")
-    if label == FULL_LABEL:
-        return 1.0
-    return float(label) if any(c in label for c in ".eE") else int(label)
-
-
-def budget_sort_key(label: str) -> tuple:
-    """Sort key of budget labels: fractions by size, then counts by size, then ``all`` (never as strings)."""
-    if label == FULL_LABEL:
-        return (2, 0.0)
-    value = parse_budget(label)
-    return (0 if isinstance(value, float) else 1, float(value))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -149,7 +121,7 @@ def scored_by(config: dict, model: str, arm: str) -> str:
 
 def scored_models(config: dict) -> list[str]:
     """Every model whose pool scores some arm reads (the trained ones, and the proxy when an arm uses it)."""
-    used = {scored_by(config, r["model"], r["policy"]) for r in grid(config)}
+    used = {scored_by(config, r["model"], r["policy"]) for r in grid(config)} | set(drift_models(config))
     return [m for m in config["models"] if m in used]
 
 
@@ -198,6 +170,7 @@ class RunFiles:
     manifest: str
     evals: dict[str, str]  # evaluation set -> evaluation file
     variant: str = ""  # the sweep variant ("" without a sweep)
+    drift: str = ""  # its subset scored again by the trained model ("" without analysis.drift)
 
 
 @dataclass(frozen=True)
@@ -264,7 +237,8 @@ def listing(config: dict) -> Listing:
     p = config_paths(config)
     runs = [
         RunFiles(**r, subset=p.subset.format(**r), log=p.train_log.format(**r), manifest=p.manifest.format(**r),
-                 evals={e: p.run_eval.format(**r, evalset=e) for e in evalsets(config, r["dataset"])})
+                 evals={e: p.run_eval.format(**r, evalset=e) for e in evalsets(config, r["dataset"])},
+                 drift=p.drift.format(**r) if drift_models(config) else "")
         for r in training_runs(config)
     ]
     every_evalset = sorted({e for d in trainable_datasets(config) for e in evalsets(config, d)})
@@ -290,6 +264,11 @@ def verifies(config: dict) -> bool:
     return config["scoring"]["verify_samples"] > 0
 
 
+def drift_models(config: dict) -> list[str]:
+    """The models whose arms are scored again after training (``analysis.drift``; each against its own scores)."""
+    return trained_models(config) if config["analysis"].get("drift") else []
+
+
 def subsets_of(config: dict, model: str, dataset: str) -> list[str]:
     """Every subset selected from one model's scores of one dataset (the items a verification re-samples)."""
     p = paths(config["results"])
@@ -306,7 +285,7 @@ def listing_file(lst: Listing, results: str) -> tuple[str, str]:
 
 
 # File roles an output reads (grpo_budget.aggregate.outputs.Output.reads).
-READS = ("evals", "ood_evals", "tests", "logs", "subsets", "scores", "proxy_scores", "verify")
+READS = ("evals", "ood_evals", "tests", "logs", "subsets", "scores", "proxy_scores", "verify", "drift")
 
 
 def files_read(lst: Listing, reads: frozenset[str]) -> list[str]:
@@ -333,6 +312,8 @@ def files_read(lst: Listing, reads: frozenset[str]) -> list[str]:
         files += [s.path for s in lst.proxy_scores]
     if "verify" in reads:
         files += [v.path for v in lst.verify]
+    if "drift" in reads:
+        files += [r.drift for r in lst.runs if r.drift]
     return list(dict.fromkeys(files))
 
 

@@ -22,6 +22,7 @@ class Rule:
     section: str = ""  # the config section of a generating rule's sampling settings
     command: str = ""  # the grpo-budget subcommand its jobs run (a GPU rule's: perf/gpu_check.py reads them)
     loads_model: bool = False  # loads the base model: a local model folder's files are part of its record
+    loads_adapters: bool = False  # loads the arms' LoRA adapters (vLLM sizes its LoRA slots for them)
     reads_answers: bool = False  # reads a dataset's answers file: part of its record
     host_mb: tuple[int, int] = (0, 0)  # a GPU rule's host memory (MB): base + per billion parameters (size_b)
 
@@ -47,7 +48,10 @@ RULES = {
     "evaluate_base": Rule("evaluate", GENERATE, "{model}_{evalset}", section="evaluation", command="evaluate",
                           loads_model=True, host_mb=_GENERATING),
     "evaluate": Rule("evaluate", GENERATE, RUN + "_{evalset}", section="evaluation", command="evaluate",
-                     loads_model=True, host_mb=_GENERATING),
+                     loads_model=True, loads_adapters=True, host_mb=_GENERATING),
+    # a trained arm's subset scored again by its final adapter, as the score job scored the pool (analysis.drift)
+    "drift": Rule("score", GENERATE, RUN, section="scoring", command="drift", loads_model=True, loads_adapters=True,
+                  host_mb=_GENERATING),
     "summary": Rule("aggregate", CPU, "summary", folder="aggregate"),
     "table": Rule("aggregate", CPU, "table_{name}", folder="aggregate"),
     "figure": Rule("aggregate", CPU, "{name}", folder="aggregate"),

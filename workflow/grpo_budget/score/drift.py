@@ -101,7 +101,7 @@ def rescore(model: str, scores_path: str, subset_path: str, manifest_path: str |
     scores = read_parquet(scores_path, cols)
     if scores["n_correct"].isna().any():
         raise UserError(f"{scores_path}: the pool has no gold answers (an unlabeled pool): drift needs its "
-                        "scoring's correct counts; set scoring.drift: false")
+                        "scoring's correct counts; set analysis.drift: false")
     wanted = read_parquet(subset_path, ["id"])["id"]
     inside = scores["id"].isin(wanted).to_numpy()
     if inside.sum() != wanted.nunique():
