@@ -202,7 +202,7 @@ def test_the_gpu_memory_check_runs_shrunk_on_the_cpu_from_a_bare_checkout():
 
     from conftest import ROOT
 
-    probe = ("import sys; import grpo_budget.cluster.memory, grpo_budget.cluster.hardware; "
+    probe = ("import sys; import grpo_budget.cluster.memory, grpo_budget.hardware; "
              "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'pyarrow', 'scipy', 'jsonschema', "
              "'yaml', 'datasets', 'trl'}))")
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT).stdout.strip() == "[]"

@@ -5,7 +5,7 @@ An arm's generated tokens are its training rollouts' completion tokens, kept and
 ``rollouts/generated_tokens``), plus, for an arm whose policy ranked the pool by scores, every completion token of
 that scoring (charged in full to each such arm: it is what choosing that subset cost). GPU-hours price the
 generated tokens and the tokens trained on at the cost plan's default rates for the model's size
-(:class:`grpo_budget.cluster.hardware.Hardware`: an A100 roofline), so they compare arms, not clusters.
+(:class:`grpo_budget.hardware.Hardware`: an A100 roofline), so they compare arms, not clusters.
 
 At matched compute every arm is read at the same total of generated tokens: the most that every seed of every
 arm of a panel reached. Each seed's accuracy curve runs from the base model at 0 tokens (and, for a scored arm,
@@ -21,7 +21,7 @@ import pandas as pd
 from grpo_budget import stats
 from grpo_budget.aggregate.read import (arm_label, available_columns, finish, item_records, read_table, shared_ids,
                                         sort_arms)
-from grpo_budget.cluster.hardware import DEFAULTS
+from grpo_budget.hardware import DEFAULTS
 from grpo_budget.errors import UserError
 from grpo_budget.experiment.plan import Listing, RunFiles
 from grpo_budget.select.policies import policy_of

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from grpo_budget.cluster.hardware import defaults_for
+from grpo_budget.hardware import defaults_for
 from grpo_budget.cluster.rates import fit_rates, measurements, rate_for
 from grpo_budget.experiment.rules import RULES, job_name
 from grpo_budget.cluster.work import jobs, write_jobs

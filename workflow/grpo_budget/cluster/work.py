@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from grpo_budget.cluster.hardware import DEFAULTS
+from grpo_budget.hardware import DEFAULTS
 from grpo_budget.cluster.jobs import JobSettings, every_job, job_settings
 from grpo_budget.config.settings import Adaptive, Bootstrap
 from grpo_budget.experiment import plan, sweep
@@ -202,7 +202,7 @@ def _gen_job(config: dict, rule: str, name: str, model: str, dataset: str, items
              rounds: int = 1, run: str = "", sampling_rounds: int = 1) -> Job:
     """A generation job over ``items`` prompts, ``rounds`` times (checkpoints). The transformers backend decodes
     ``batch_size // samples`` prompts at a time (``batch_size`` counts sequences); vLLM keeps its engine full
-    (:attr:`grpo_budget.cluster.hardware.Hardware.concurrency` sequences). Adaptive scoring's ``sampling_rounds`` each may end in a part batch."""
+    (:attr:`grpo_budget.hardware.Hardware.concurrency` sequences). Adaptive scoring's ``sampling_rounds`` each may end in a part batch."""
     samples, tokens, batch_size = gen
     seqs = items * samples
     if config["backend"] == "vllm":

@@ -16,62 +16,15 @@ from grpo_budget.experiment.budget import (  # noqa: F401  (budget labels, re-ex
     BUDGET_REGEX, FULL_LABEL, budget_sort_key, format_budget, parse_budget)
 from grpo_budget.hub import fetched, store_folder
 from grpo_budget.io import RESULTS, read_json, relative
+from grpo_budget.paths import (  # noqa: F401  (the path patterns, re-exported: the plan's callers read them here)
+    PATTERNS, PER_VARIANT, RUN_DIR, RUN_NAME, VARIANT_DIR, paths)
 from grpo_budget.select.policies import fixed_size
 from grpo_budget.select.sources import SOURCES, split_arm
-
-# Paths (relative to the configured results folder; the one place each is defined) ---------------------------------
-
-RUN_DIR = "runs/{model}/{dataset}/{policy}/b{budget}/s{seed}"
-PATTERNS = {
-    "data": "data/{dataset}/{split}.parquet",
-    "model": "models/{model}",
-    "scores": "scores/{model}/{dataset}.parquet",
-    "subset": f"{RUN_DIR}/subset.parquet",
-    "checkpoints": f"{RUN_DIR}/checkpoints",  # never an output: Snakemake deletes outputs before a re-run
-    "train_log": f"{RUN_DIR}/train_log.parquet",
-    "manifest": f"{RUN_DIR}/manifest.json",
-    "run_eval": f"{RUN_DIR}/eval/{{evalset}}.parquet",
-    "drift": f"{RUN_DIR}/drift.parquet",  # the subset scored again by the trained model (analysis.drift)
-    "base_eval": "base/{model}/{evalset}.parquet",
-    "verify": "verify/{model}/{dataset}.parquet",
-    "listing": "plan/listing-{digest}.json",  # named by its content: a new plan never overwrites a running one
-    "summary_csv": "summary.csv",
-    "summary_md": "summary.md",
-    "summary_seeds": "tables/gains_over_seeds.csv",
-    "summary_html": "tables/summary.html",
-    "summary_rst": "summary.rst",  # the answer, as the landing page of `snakemake --report`
-    "figure": "figures/{name}.png",
-    "figure_pdf": "figures/{name}.pdf",
-    "table": "tables/{name}.csv",
-    "table_md": "tables/{name}.md",
-    "table_html": "tables/{name}.html",
-    "log": "logs/{rule}/{name}.log",
-    "benchmark": "benchmarks/{rule}/{name}.tsv",
-    "provenance": "provenance/{rule}/{name}.json",  # what made a job's outputs: grpo_budget.experiment.provenance
-}
-
-
-# With a `sweep:` block, what training makes and what is evaluated on it gets one folder per variant under the run's
-# folder; the subset stays where it is, shared by every variant (selection does not depend on training settings).
-VARIANT_DIR = f"{RUN_DIR}/v-{{variant}}"
-PER_VARIANT = ("checkpoints", "train_log", "manifest", "run_eval", "drift")
-
-
-def paths(results: str, variants: bool = False) -> SimpleNamespace:
-    """Every path pattern under ``results``, as attributes (``paths("results").subset``); ``variants``: the
-    patterns of a sweep, whose training outputs have a ``{variant}`` level."""
-    patterns = dict(PATTERNS)
-    if variants:
-        patterns.update({k: patterns[k].replace(RUN_DIR, VARIANT_DIR, 1) for k in PER_VARIANT})
-    return SimpleNamespace(**{k: f"{results}/{v}" for k, v in patterns.items()})
 
 
 def config_paths(config: dict) -> SimpleNamespace:
     """The path patterns of a validated config (with a variant level when it sweeps)."""
     return paths(config["results"], sweep.has_sweep(config))
-
-
-RUN_NAME = "{model}_{dataset}_{policy}_b{budget}_s{seed}"
 
 
 def run_name(config: dict) -> str:
