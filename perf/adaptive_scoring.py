@@ -29,7 +29,7 @@ import pandas as pd
 
 from grpo_budget.digest import model_digest
 from grpo_budget.experiment import config
-from grpo_budget.experiment.settings import Adaptive, Generation
+from grpo_budget.config.settings import Adaptive, Generation
 from grpo_budget.generation import sample
 from grpo_budget.generation.backends import from_settings
 from grpo_budget.generation.sampling import Sampling
@@ -49,7 +49,7 @@ def membership(table: pd.DataFrame, policy: str, budget: float, G: int, draws: i
     """Each item's share of ``draws`` seeded tie-breaks in which ``policy`` buys it."""
     share = np.zeros(len(table))
     for seed in range(draws):
-        share[policies.select(table, policy, budget, seed, group_size=G)["id"].to_numpy()] += 1
+        share[policies.select(table, policy, budget, seed, num_generations=G)["id"].to_numpy()] += 1
     return share / draws
 
 
@@ -57,7 +57,7 @@ def overlaps(k: np.ndarray, n: np.ndarray, ref: dict, ref_rate: np.ndarray, budg
     table = counts_table(k, n)
     out = {}
     for policy in POLICIES:
-        chosen = policies.select(table, policy, budget, 0, group_size=G)["id"].to_numpy()
+        chosen = policies.select(table, policy, budget, 0, num_generations=G)["id"].to_numpy()
         out[policy] = (float(ref[policy][chosen].sum() / len(chosen)), float(ref_rate[chosen].mean()))
     return out
 

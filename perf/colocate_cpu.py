@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> None:
     from trl import GRPOConfig
     from vllm import SamplingParams
 
-    from grpo_budget.train.dynamic import trainer_class
+    from grpo_budget.config.settings import Training
+    from grpo_budget.train.trainer import trainer_class
 
     patch_vllm_for_cpu_sync()
     tok = AutoTokenizer.from_pretrained(a.model)
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     trainer = trainer_class()(model=model, reward_funcs=reward, args=args, train_dataset=data, processing_class=tok,
                               peft_config=LoraConfig(r=8, lora_alpha=16, target_modules="all-linear"),
-                              dynamic=False, max_rounds=2, seed=0)
+                              training=Training.from_dict({"dynamic_sampling": False, "dynamic_max_rounds": 2}))
     engine_s = time.perf_counter() - start
     llm = trainer.vllm_generation.llm
     greedy = SamplingParams(temperature=0.0, max_tokens=12, logprobs=0)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "workflow"))
 
 from grpo_budget.cluster import cost  # noqa: E402
 from grpo_budget.cluster.rates import fit_rates, measurements  # noqa: E402
-from grpo_budget.cluster.rules import RULES  # noqa: E402
+from grpo_budget.experiment.rules import RULES  # noqa: E402
 from grpo_budget.cluster.work import write_jobs  # noqa: E402
 from grpo_budget.experiment import config as config_mod  # noqa: E402
 

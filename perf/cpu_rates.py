@@ -1,4 +1,4 @@
-"""The cost plan's CPU defaults (``CPU_DEFAULTS`` in workflow/grpo_budget/cluster/hardware.py), measured on this
+"""The cost plan's CPU defaults (``CPU_DEFAULTS`` in workflow/grpo_budget/hardware.py), measured on this
 machine: seconds per decoding step of transformers' batched ``generate`` and trained tokens per second, for the
 embedded default's tiny Llama and for a randomly initialised Llama of SmolLM2-135M's shape (timing needs no real
 weights).

@@ -21,7 +21,6 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jin
 SHAPE = dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=24, num_attention_heads=32,
              num_key_value_heads=32, head_dim=64, rope_parameters={"rope_theta": 130000.0, "rope_type": "default"})
 SHRUNK = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2)
-RULES = {"score": "score", "verify": "verify", "train": "train", "drift": "drift"}  # the CLI subcommand of each GPU rule
 
 
 def make_model(tokenizer: Path, out: Path, device: str) -> dict:
@@ -72,13 +71,17 @@ def config(model: str, data: str, results: str, device: str) -> dict:
 
 
 def rule_of(argv: str) -> str | None:
-    """The workflow rule a recorded process ran, from its command line."""
+    """The workflow rule a recorded process ran, from its command line: the GPU rule whose subcommand it ran (of
+    the two that run ``evaluate``, the one that evaluates a manifest's checkpoints when it names one)."""
+    from grpo_budget.experiment.rules import RULES
+
     words = argv.split()
     for w in words:
-        if w == "evaluate":
-            return "evaluate" if "--manifest" in words else "evaluate_base"
-        if w in RULES:
-            return RULES[w]
+        rules = [r for r, spec in RULES.items() if spec.gpu and spec.command == w]
+        if len(rules) > 1:  # evaluate_base, then evaluate, which is given the arm's manifest
+            return rules[-1] if "--manifest" in words else rules[0]
+        if rules:
+            return rules[0]
     return None
 
 
@@ -88,7 +91,7 @@ def table(config_path: str, peaks_path: str) -> str:
     import pandas as pd
 
     from grpo_budget.cluster import memory, memory_plan
-    from grpo_budget.cluster.rules import log_folder
+    from grpo_budget.experiment.rules import RULES, log_folder
     from grpo_budget.experiment import plan
     from grpo_budget.experiment.config import load
 
@@ -102,7 +105,7 @@ def table(config_path: str, peaks_path: str) -> str:
     cost = pd.read_csv(results / "plan" / "cost.csv") if (results / "plan" / "cost.csv").exists() else None
     rows = ["| rule | jobs | planned GiB | peak allocated GiB | peak reserved GiB | planned s (median) | measured s "
             "(median) |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for rule in ("score", "verify", "evaluate_base", "train", "evaluate"):
+    for rule in (r for r, spec in RULES.items() if spec.gpu):
         mine = peaks[peaks["rule"] == rule]
         folder = results / Path(plan.PATTERNS["benchmark"].format(rule=log_folder(rule), name="x")).parent
         bench = sorted(folder.glob("*.tsv"))

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "workflow"))
 from adaptive_scoring import embedded, reference  # noqa: E402  (perf/, beside this script)
 
 from grpo_budget.aggregate import calibration
-from grpo_budget.experiment.settings import Generation  # noqa: E402
+from grpo_budget.config.settings import Generation  # noqa: E402
 from grpo_budget.generation.backends import from_settings
 from grpo_budget.generation.sampling import Sampling  # noqa: E402
 from grpo_budget.generation.sample import sample_and_grade
@@ -83,7 +83,7 @@ def main() -> int:
         draws["proxy"] = draw(a.proxy, pool, dataset, g, max(ks), 0)
         print(f"  proxy's mean pass rate at K={max(ks)}: {draws['proxy']['pass_rate'].mean():.3f} "
               f"(model's: {draws['model']['pass_rate'].mean():.3f})")
-    wanted = {p: set(select(ref, p, a.budget, 0, group_size=G)["id"]) for p in POLICIES}
+    wanted = {p: set(select(ref, p, a.budget, 0, num_generations=G)["id"]) for p in POLICIES}
 
     rows = []
     for k in ks:
@@ -96,7 +96,7 @@ def main() -> int:
             rho, lo, hi = calibration.spearman_ci(difficulty(t), truth, a.n_boot, 0)
             row = {"K": k, "source": source, "rho": rho, "lo": lo, "hi": hi}
             for p in POLICIES:
-                got = set(select(t, p, a.budget, 0, group_size=G)["id"])
+                got = set(select(t, p, a.budget, 0, num_generations=G)["id"])
                 row[p] = len(got & wanted[p]) / len(wanted[p])
             rows.append(row)
         ent = -tables["labels"]["answer_entropy"].to_numpy(float)

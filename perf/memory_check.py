@@ -17,7 +17,7 @@ import json
 import time
 
 from grpo_budget.cluster.activations import training_step
-from grpo_budget.cluster.hardware import DEFAULTS
+from grpo_budget.hardware import DEFAULTS
 from grpo_budget.cluster.shapes import BUNDLED, DTYPE_BYTES, Shape
 
 GIB = 2**30

@@ -21,7 +21,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
 
-from grpo_budget.experiment.settings import Training  # noqa: E402
+from grpo_budget.config.settings import Training  # noqa: E402
 from grpo_budget.train import methods, training  # noqa: E402
 
 

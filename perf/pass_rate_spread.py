@@ -25,9 +25,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from grpo_budget.cluster import memory_plan
+from grpo_budget.cluster.jobs import generation_job
 from grpo_budget.experiment import config as experiment_config
-from grpo_budget.experiment import plan
 from grpo_budget.io import read_parquet, write_parquet
 from grpo_budget.prepare import splits
 
@@ -64,7 +63,7 @@ def main() -> None:
     cfg = load(args.config, args.model, backend)
     out = args.out or Path(tempfile.mkdtemp(prefix="spread-"))
     out.mkdir(parents=True, exist_ok=True)
-    settings = memory_plan.job_generation(cfg, "model", plan.generation_settings(cfg, "scoring", "model"))
+    settings = generation_job(cfg, "score", "model").settings
     k = int(settings["num_samples"])
     cli = [args.python, "-m", "grpo_budget.cli"]
     print(f"model {args.model}, backend {backend}, K = {k}, {settings['max_new_tokens']} new tokens, "

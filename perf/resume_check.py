@@ -24,7 +24,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
 
-from grpo_budget.experiment.settings import Training  # noqa: E402
+from grpo_budget.config.settings import Training  # noqa: E402
 from grpo_budget.train import training  # noqa: E402
 from grpo_budget.train.checkpoints import FINGERPRINT_FILE, checkpoints  # noqa: E402
 from grpo_budget.train.trainlog import COLUMNS_FILE, WALL_CLOCK  # noqa: E402

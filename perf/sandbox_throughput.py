@@ -11,10 +11,10 @@ import time
 from grpo_budget.generation import sandbox
 from grpo_budget.generation.codegrade import extract_code, parse_gold
 from grpo_budget.prepare import coderows
-from grpo_budget.prepare.files import _load_local
+from grpo_budget.prepare.files import load_local
 
-frame = _load_local(sys.argv[1], None, None, None)["train"].head(200)
-items = coderows.mbpp(frame, {"question": "text", "tests": "test_list", "setup": "test_setup_code",
+frame = load_local(sys.argv[1], None, None, None)["train"].head(200)
+items = coderows.mbpp_rows(frame, {"question": "text", "tests": "test_list", "setup": "test_setup_code",
                               "solution": "code", "id": "task_id"})
 golds = [parse_gold(a) for a in items["answer"]]
 # as the grader builds them: the function under test kept where its name shadows a builtin (MBPP 126 defines sum)

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from grpo_budget.errors import UserError
-from grpo_budget.experiment import config, schema
+from grpo_budget.config import schema
+from grpo_budget.experiment import config
 from grpo_budget.prepare import splits
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,6 +98,25 @@ def test_validate_config_on_a_yaml_syntax_error(tmp_path):
     bad.write_text("models:\n  tiny: {path: x\npolicies: [hard]\n")
     one_line_error(cli("validate-config", str(bad)), "bad.yaml", "line", "not valid YAML")
     one_line_error(cli("validate-config", str(tmp_path / "missing.yaml")), "missing.yaml")
+
+
+def test_validate_config_refuses_a_misspelled_registry_name_in_one_line_listing_the_names(tmp_path):
+    """A typo in a reward, a method, a difficulty source or a grading mode is refused by `grpo-budget validate-config`
+    (and by the workflow before any job, which validates the same way), naming the field and what is available:
+    a misspelled reward used to pass and fail the train job, after scoring and selection had run."""
+    typos = {"reward": ("training", {"rewards": {"corect": 1.0}}, "training.rewards", "correct, format, partial"),
+             "method": ("training", {"method": "codpo"}, "training.method", "'grpo', 'codapo', 'guided'"),
+             "source": ("scoring", {"difficulty": "agrement"}, "scoring.difficulty", "'labels', 'agreement'"),
+             "grading mode": ("datasets", None, "datasets.framearith.grading.mode", "'strict', 'lenient', 'paper'")}
+    for what, (section, change, field, names) in typos.items():
+        cfg = copy.deepcopy(DEFAULT)
+        if change is None:
+            cfg["datasets"]["framearith"]["grading"] = {"mode": "lenent"}
+        else:
+            cfg[section] = {**cfg.get(section, {}), **change}
+        path = tmp_path / f"{what.replace(' ', '-')}.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        one_line_error(cli("validate-config", str(path)), f"config field '{field}'", f"allowed: {names}")
 
 
 def test_a_missing_input_file(tmp_path):

@@ -33,7 +33,7 @@ def run_installed(target, args, cwd):
 
 
 def test_the_installed_package_is_the_wheels_and_carries_its_data(installed, tmp_path):
-    probe = ("import grpo_budget; from grpo_budget.experiment import schema; "
+    probe = ("import grpo_budget; from grpo_budget.config import schema; "
              "from grpo_budget.aggregate import outputs, run; "
              "from grpo_budget.cluster import shapes; print(grpo_budget.__file__); "
              "print(schema.SCHEMA_PATH.is_file(), all(outputs.caption_file(n).is_file() for n in run.OUTPUTS), "

@@ -17,7 +17,7 @@ MAX_LINES = 400
 HEAVY = {"torch", "transformers", "trl", "peft", "vllm", "datasets", "matplotlib", "submitit", "math_verify",
          "tokenizers", "huggingface_hub", "scipy"}
 # The CLI (and the drift job's parser beside it) imports each subcommand's stage when that subcommand runs.
-DISPATCH = {"grpo_budget.cli", "grpo_budget.score.drift_cli"}
+DISPATCH = {"grpo_budget.cli", "grpo_budget.commands", "grpo_budget.score.drift_cli"}
 # The code sandbox's program, never imported by the package: where it imports is part of its security (_ctypes only
 # in the checker, after the worker is forked) and of its start-up time (collections only when a result needs it).
 HARNESS = {f"grpo_budget.generation.sandbox_{part}" for part in ("harness", "worker", "wire")}
@@ -162,7 +162,8 @@ def test_tests_mirror_the_stage_folders():
 LIGHT = {
     "the Snakefile's imports (workflow/rules/common.smk)": [
         "grpo_budget.failures", "grpo_budget.lock", "grpo_budget.aggregate.run", "grpo_budget.cluster.cost",
-        "grpo_budget.cluster.memory_plan", "grpo_budget.cluster.rules", "grpo_budget.cluster.work",
+        "grpo_budget.cluster.memory_plan", "grpo_budget.experiment.rules", "grpo_budget.cluster.work",
+        "grpo_budget.cluster.jobs",
         "grpo_budget.experiment.config", "grpo_budget.experiment.plan", "grpo_budget.experiment.provenance",
         "grpo_budget.hub", "grpo_budget.select.policies"],
     "a prepare job": ["grpo_budget.cli", "grpo_budget.prepare.splits"],

@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 from test_errors import cli, one_line_error
 
 from grpo_budget.experiment import config
-from grpo_budget.experiment.schema import ConfigError
+from grpo_budget.config.schema import ConfigError
 
 
 def with_model(tmp_path: Path, folder: Path) -> Path:

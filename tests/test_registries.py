@@ -15,38 +15,96 @@ import pytest
 import yaml
 
 from grpo_budget.aggregate import outputs, run
-from grpo_budget.aggregate.read import _sort_arms
-from grpo_budget.experiment import config, plan, schema, settings
+from grpo_budget.aggregate.read import sort_arms
+from grpo_budget.cluster import jobs
+from grpo_budget.config import schema, settings
+from grpo_budget.experiment import config, plan, registries
+from grpo_budget.generation.backends import BACKENDS
+from grpo_budget.generation.grading import ANSWER_TYPES, MODES
+from grpo_budget.generation.rewards import REWARDS
 from grpo_budget.prepare.benchmarks import BENCHMARKS
 from grpo_budget.prepare.splits import GENERATORS
-from grpo_budget.select.policies import POLICIES, Policy, select
+from grpo_budget.select.policies import POLICIES, ROUNDING, Policy, select
 from grpo_budget.select.sources import SOURCES
+from grpo_budget.train.methods import METHODS
+from grpo_budget.train.reporting import REPORT_TARGETS
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = yaml.safe_load((ROOT / "config.yaml").read_text())
 
 
 def schema_props(pointer):
-    return set(schema.section_schema(schema.load_schema(), pointer)["properties"])
+    return set(schema.section_schema(schema.raw(), pointer)["properties"])
+
+
+# Every config field that names a registry's entries, and the registry.
+REGISTRY_FIELDS = {
+    ("datasets", "*", "benchmark"): list(BENCHMARKS),
+    ("datasets", "*", "generator"): list(GENERATORS),
+    ("datasets", "*", "answer_type"): list(ANSWER_TYPES),
+    ("datasets", "*", "grading", "mode"): list(MODES),
+    ("scoring", "difficulty"): list(SOURCES),
+    ("budget_rounding",): list(ROUNDING),
+    ("backend",): list(BACKENDS),
+    ("training", "method"): list(METHODS),
+    ("training", "report_to"): list(REPORT_TARGETS),
+    ("training", "codapo_resample"): list(METHODS["codapo"].choices["codapo_resample"]),
+    ("training", "guidance_when"): list(METHODS["guided"].choices["guidance_when"]),
+}
 
 
 def test_schema_enums_are_the_registries():
-    full = schema.load_schema()
+    full = registries.schema()
     arms = schema.section_schema(full, ("policies", "*"))["enum"]
     assert arms[: len(POLICIES)] == list(POLICIES)  # the policies, then POLICY@SOURCE for those that rank
     assert arms[len(POLICIES):] == [f"{p}@{s}" for p in POLICIES if POLICIES[p].ranks for s in SOURCES]
-    assert schema.section_schema(full, ("datasets", "*", "benchmark"))["enum"] == list(BENCHMARKS)
-    assert schema.section_schema(full, ("datasets", "*", "generator"))["enum"] == list(GENERATORS)
-    # the schema file itself names none of them: nothing to keep in sync by hand
+    for pointer, names in REGISTRY_FIELDS.items():
+        assert schema.section_schema(full, pointer)["enum"] == names, pointer
+    # a reward is a key of training.rewards: the registry's names, or your own function's import path, which the
+    # schema leaves open for rewards.check (before any job, test below)
+    assert registries.enums()[("training", "rewards")] == list(REWARDS)
+    assert "propertyNames" not in schema.section_schema(full, ("training", "rewards"))
+    # the table covers them all, and the schema file itself names none of them: nothing to keep in sync by hand
+    assert set(registries.enums()) == set(REGISTRY_FIELDS) | {("policies", "*"), ("training", "rewards")}
     raw = yaml.safe_load(schema.SCHEMA_PATH.read_text())
-    for pointer in schema.REGISTRY_ENUMS:
-        assert "enum" not in schema.section_schema(raw, pointer), pointer
+    for pointer in registries.enums():
+        node = schema.section_schema(raw, pointer)
+        assert "enum" not in node and "propertyNames" not in node, pointer
+
+
+@pytest.mark.parametrize("field, value", [("training.rewards", {"corect": 1.0}), ("training.method", "grop"),
+                                          ("scoring.difficulty", "lables"), ("backend", "vlm"),
+                                          ("budget_rounding", "half"), ("training.report_to", "tensorbord"),
+                                          ("training.guidance_when", "fail")])
+def test_a_misspelled_registry_name_is_refused_in_one_line_listing_what_is_available(field, value):
+    cfg = copy.deepcopy(DEFAULT)
+    section, _, key = field.rpartition(".")
+    (cfg.setdefault(section, {}) if section else cfg)[key] = value
+    with pytest.raises(schema.ConfigError) as e:
+        config.validate(cfg)
+    message = str(e.value)
+    assert "\n" not in message and f"config field '{field}'" in message and "allowed: " in message
+    names = {"training.rewards": REWARDS, "training.method": METHODS, "scoring.difficulty": SOURCES,
+             "backend": BACKENDS, "budget_rounding": ROUNDING, "training.report_to": REPORT_TARGETS,
+             "training.guidance_when": METHODS["guided"].choices["guidance_when"]}[field]
+    quoted = (lambda n: n) if field == "training.rewards" else repr  # rewards.check lists them as the YAML is written
+    assert all(quoted(n) in message for n in names), message
 
 
 @pytest.mark.parametrize("cls", list(settings.SECTIONS))
 def test_settings_classes_have_exactly_their_schema_fields(cls):
-    fields = {f.name for f in dataclasses.fields(cls)} - set(settings.JOB_EXTRAS)
-    assert fields == schema_props(settings.SECTIONS[cls])
+    fields = {f.name for f in dataclasses.fields(cls)} - set(settings.JOB_EXTRAS) - {"method_settings"}
+    methods_own = {k for m in METHODS.values() for k in m.settings} if cls is settings.Training else set()
+    assert fields | methods_own == schema_props(settings.SECTIONS[cls])
+    assert not fields & methods_own  # a method's settings are its own (grpo_budget.train.methods), not the class's
+
+
+def test_the_settings_restate_no_default():
+    """Every default of a settings object comes from the schema: no dataclass field has one of its own."""
+    for cls in [*settings.SECTIONS, settings.Generation]:
+        own = [f.name for f in dataclasses.fields(cls)
+               if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING]
+        assert own == [], cls.__name__
 
 
 def test_every_schema_default_reaches_the_settings_objects():
@@ -57,7 +115,7 @@ def test_every_schema_default_reaches_the_settings_objects():
     assert settings.Generation.from_dict({}, "scoring").num_samples == 8
     gen_fields = {f.name for f in dataclasses.fields(settings.Generation)}
     assert ({p for p in schema_props(("scoring",)) if not p.startswith("verify_")} - {"adaptive"}
-            - set(plan.SELECTION_ONLY)) <= gen_fields
+            - set(jobs.SELECTION_ONLY)) <= gen_fields
     assert {p for p in schema_props(("evaluation",)) if not p.startswith("ood_")} <= gen_fields
     assert settings.Bootstrap.from_dict({"dataset": "x"}).hidden_size == 128
     assert settings.Analysis.from_dict(None).learnable_window == 1
@@ -81,10 +139,10 @@ def test_policy_registry_entries_all_select():
     scores = pd.DataFrame({"id": [f"i{k}" for k in range(20)], "pass_rate": np.linspace(0, 1, 20),
                            "n_correct": np.arange(20), "n_samples": 19, "level": [1, 2, 3, 4] * 5})
     for name, policy in POLICIES.items():
-        out = select(scores, name, 5, seed=0, tiers={"column": "level", "values": [1, 2]}, group_size=8)
+        out = select(scores, name, 5, seed=0, tiers={"column": "level", "values": [1, 2]}, num_generations=8)
         assert len(out) == (len(scores) if name == "full" else 10 if policy.size else 5), name
         assert (out["policy"] == name).all()
-        other = select(scores, name, 5, seed=1, tiers={"column": "level", "values": [1, 2]}, group_size=8)
+        other = select(scores, name, 5, seed=1, tiers={"column": "level", "values": [1, 2]}, num_generations=8)
         # a ranking policy's seed only breaks ties; of the others, only a seeded one buys other items with another
         # seed (the cost plan relies on it)
         assert policy.seeded == (not policy.ranks and set(out["id"]) != set(other["id"])), name
@@ -114,7 +172,7 @@ def test_budgets_sort_numerically():
     labels = ["100", "25", "all", "0.5", "0.05", "1e-05"]
     assert sorted(labels, key=plan.budget_sort_key) == ["1e-05", "0.05", "0.5", "25", "100", "all"]
     df = pd.DataFrame({"model": "m", "dataset": "d", "policy": "hard", "budget": ["100", "25", "0.5"]})
-    assert list(_sort_arms(df)["budget"]) == ["0.5", "25", "100"]
+    assert list(sort_arms(df)["budget"]) == ["0.5", "25", "100"]
 
 
 def test_tiny_fraction_and_counts_build_their_dag(tmp_path):

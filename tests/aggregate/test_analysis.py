@@ -19,7 +19,7 @@ from grpo_budget import learnability, power, stats
 from grpo_budget.aggregate import gains, learnable, render, run, tiers, verdicts
 from grpo_budget.aggregate.run import OUTPUTS, names
 from grpo_budget.experiment import config, plan
-from grpo_budget.experiment.settings import Analysis, Training
+from grpo_budget.config.settings import Analysis, Training
 from grpo_budget.prepare import framearith
 from grpo_budget.train import training
 from conftest import TINY
@@ -201,7 +201,7 @@ def test_the_prediction_separates_the_arms_of_a_mostly_unsolved_pool(mirror):
     fresh = pd.DataFrame({"n_samples": 16, "n_correct": rng.binomial(16, p)}, index=ids)
     predicted, truth = {}, {}
     for arm in ("hard", "easy", "learnable", "random"):
-        subset = policies.select(pool, arm, 0.1, seed=0, group_size=8)
+        subset = policies.select(pool, arm, 0.1, seed=0, num_generations=8)
         true_p = p[subset["id"].str[1:].astype(int)]
         truth[arm] = float(np.mean(1 - true_p**8 - (1 - true_p) ** 8))
         predicted[arm] = learnable.predicted_shares(subset, fresh, 8)["all"]

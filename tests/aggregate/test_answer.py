@@ -116,12 +116,12 @@ def test_subset_overlap_and_its_note():
 
 def test_the_answer_reads_back_from_the_markdown_and_renders_in_html(tmp_path):
     lead = ["**tiny · fa · budget 0.1:** hard bought the most.", "Overlap: none `here`."]
-    render._write_outputs([None, tmp_path / "t.md", tmp_path / "t.html"], pd.DataFrame(), "Title", "A note.",
+    render.write_outputs([None, tmp_path / "t.md", tmp_path / "t.html"], pd.DataFrame(), "Title", "A note.",
                           [("h", pd.DataFrame({"x": [1]}), [])], lead)
     assert render.read_answer(tmp_path / "t.md") == lead
     page = (tmp_path / "t.html").read_text()
     assert "<strong>tiny · fa · budget 0.1:</strong> hard bought the most." in page and "**" not in page
     assert "<code>here</code>" in page
     assert page.index("hard bought the most") < page.index("A note.")  # the answer before the legend
-    render._write_outputs([None, tmp_path / "u.md"], pd.DataFrame(), "Title", "A note.", [])
+    render.write_outputs([None, tmp_path / "u.md"], pd.DataFrame(), "Title", "A note.", [])
     assert render.read_answer(tmp_path / "u.md") == []

@@ -11,7 +11,7 @@ from test_analysis import ANALYSIS, BASE_CORRECT, SETTINGS, synthetic  # noqa: F
 
 from grpo_budget import stats
 from grpo_budget.aggregate import compute, run
-from grpo_budget.cluster.hardware import DEFAULTS
+from grpo_budget.hardware import DEFAULTS
 from grpo_budget.experiment import plan
 
 

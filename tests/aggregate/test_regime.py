@@ -59,7 +59,7 @@ def grid(tmp_path) -> plan.Listing:
 
 
 def test_the_map_names_each_base_models_winner(grid):
-    from grpo_budget.experiment.settings import Analysis
+    from grpo_budget.config.settings import Analysis
 
     t = regime.regime_table(grid, Analysis.from_dict(SETTINGS))
     assert list(t["model"]) == ["weak", "strong"]  # ordered by the pool's mean pass rate
@@ -95,7 +95,7 @@ def test_the_map_is_built_only_with_two_or_more_trained_models():
 
 
 def test_the_map_as_the_prediction_reads_it(grid):
-    from grpo_budget.experiment.settings import Analysis
+    from grpo_budget.config.settings import Analysis
     from grpo_budget.learnability import expected_learnable_beta
 
     arms = regime.map_arms(grid, Analysis.from_dict(SETTINGS)).set_index(["model", "policy"])

@@ -103,7 +103,7 @@ def test_the_step_that_ran_out_of_memory_on_the_h200_is_refused_for_that_card():
 
 
 def test_the_cost_plan_charges_checkpointings_recomputation_within_15_percent_of_the_measured_ratio():
-    from grpo_budget.cluster.hardware import DEFAULTS
+    from grpo_budget.hardware import DEFAULTS
 
     rows = {(r["model"], r["micro_batch"], r["gradient_checkpointing"]): r for r in measured_rows()
             if r["measured_step_s"]}

@@ -10,10 +10,10 @@ import pytest
 
 from grpo_budget import cli
 from grpo_budget.cluster import cost, work
-from grpo_budget.cluster.hardware import CPU_DEFAULTS, DEFAULT_SOURCE, DEFAULTS, defaults_for
+from grpo_budget.hardware import CPU_DEFAULTS, DEFAULT_SOURCE, DEFAULTS, defaults_for
 from grpo_budget.cluster.rates import fit_rates, measurements
 from grpo_budget.experiment import config
-from grpo_budget.experiment.settings import Cost
+from grpo_budget.config.settings import Cost
 from conftest import TINY
 
 ROOT = Path(__file__).resolve().parents[2]

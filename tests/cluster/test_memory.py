@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from grpo_budget.cluster import shapes
+from grpo_budget.cluster import jobs, shapes
 from grpo_budget.cluster.shapes import BUNDLED, Shape
 from grpo_budget.errors import UserError
 from grpo_budget.hub import folder_name
@@ -113,7 +113,7 @@ def test_auto_settings_fit_every_paper_job_on_80gb_and_give_vllm_a_bounded_conte
     # without checkpointing one micro-batch of Qwen3-4B took 89.7 GiB on an H200 (../shared/gpu): not on 80 GiB
     small = by_rule(budgets, "qwen3-4b", "train")
     assert small.settings["gradient_checkpointing"] is True and "checkpointing off would need" in small.note
-    s = memory_plan.job_training(cfg, "qwen3-14b", {**cfg["training"]})
+    s = jobs.training_job(cfg, "qwen3-14b").settings
     assert s["vllm_gpu_memory_utilization"] == big.settings["vllm_gpu_memory_utilization"] and s["device"] == "cuda"
 
 
@@ -156,7 +156,7 @@ def test_on_cpu_training_jobs_are_sized_against_this_machines_memory(monkeypatch
     24 GB on a 24 GB machine, and nothing refused them, because the plan checked only device cuda."""
     from grpo_budget.cluster import memory, memory_plan
 
-    monkeypatch.setattr(memory_plan, "host_memory_gib", lambda: 24.0)
+    monkeypatch.setattr(jobs, "host_memory_gib", lambda: 24.0)
 
     def small(**changes):
         cfg = paper_config(device="cpu", gpu={"max_prompt_tokens": 256}, **changes)
@@ -166,14 +166,14 @@ def test_on_cpu_training_jobs_are_sized_against_this_machines_memory(monkeypatch
 
     cfg = small()
     (b,) = memory_plan.check_config(cfg)  # 1 prompt x 8 completions of up to 256 + 250 tokens
-    shape = memory_plan.model_shape(cfg, "qwen2.5-0.5b")
+    shape = jobs.model_shape(cfg, "qwen2.5-0.5b")
     assert b.card == 24 * memory.GIB and b.device == "cpu" and "CUDA context" not in b.parts
     assert b.parts["weights"] == shape.parameters() * 4 and b.parts["process"] == memory.PROCESS
     assert b.fits and b.settings == {"gradient_checkpointing": False}
-    assert memory_plan.job_training(cfg, "qwen2.5-0.5b", cfg["training"])["gradient_checkpointing"] is False
+    assert jobs.training_job(cfg, "qwen2.5-0.5b").settings["gradient_checkpointing"] is False
     # 64 completions in one micro-batch do not fit without checkpointing: auto turns it on
     wide = small(training={"prompts_per_step": 8, "gradient_checkpointing": "auto"})
-    assert memory_plan.job_training(wide, "qwen2.5-0.5b", wide["training"])["gradient_checkpointing"] is True
+    assert jobs.training_job(wide, "qwen2.5-0.5b").settings["gradient_checkpointing"] is True
     wide["training"]["gradient_checkpointing"] = False
     with pytest.raises(UserError, match=r"rule train: needs .* GiB of memory \(.*\) on this machine's 24 GiB "
                                         r"\(device cpu\).*the smallest change that fits: training.gradient_"):
@@ -202,7 +202,7 @@ def test_the_gpu_memory_check_runs_shrunk_on_the_cpu_from_a_bare_checkout():
 
     from conftest import ROOT
 
-    probe = ("import sys; import grpo_budget.cluster.memory, grpo_budget.cluster.hardware; "
+    probe = ("import sys; import grpo_budget.cluster.memory, grpo_budget.hardware; "
              "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'pyarrow', 'scipy', 'jsonschema', "
              "'yaml', 'datasets', 'trl'}))")
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT).stdout.strip() == "[]"
@@ -219,12 +219,11 @@ def test_a_transformers_generation_batch_is_sized_to_the_card():
     """The H200 score job generated 512 sequences in one batch; on a smaller card the plan lowers the batch to what
     the KV cache leaves room for (a tenth of the card spare), and leaves a batch that fits as it is."""
     from grpo_budget.cluster import memory, memory_plan
-    from grpo_budget.experiment import plan
 
     def scoring(card_gib, batch):
         cfg = paper_config(gpu={"memory_gib": card_gib}, scoring={"batch_size": batch}, backend="transformers")
         cfg["models"] = {"qwen3-4b": cfg["models"]["qwen3-4b"]}
-        settings = memory_plan.job_generation(cfg, "qwen3-4b", plan.generation_settings(cfg, "scoring", "qwen3-4b"))
+        settings = jobs.generation_job(cfg, "score", "qwen3-4b").settings
         return settings["batch_size"], by_rule(memory_plan.check_config(cfg), "qwen3-4b", "score")
 
     shape = Shape.from_config(json.loads((BUNDLED / "Qwen--Qwen3-4B.json").read_text()))
@@ -234,3 +233,28 @@ def test_a_transformers_generation_batch_is_sized_to_the_card():
     assert budget.settings["batch_size"] == batch and "lowered to 156" in budget.note
     assert budget.total <= 0.9 * budget.card < (budget.total + per_sequence)
     assert scoring(80, 64)[0] == 64
+
+
+def test_the_plan_sizes_each_job_with_the_settings_its_builder_gives_the_job():
+    """One builder per kind of job: the memory plan's budget is the one the job's settings were resolved from, for
+    every GPU rule (verification included: its settings once failed to build on cuda, a KeyError on 'verify')."""
+    from grpo_budget.cluster import memory_plan
+
+    cfg = paper_config(scoring={"verify_samples": 4}, backend="transformers")
+    cfg["models"] = {"qwen3-4b": cfg["models"]["qwen3-4b"]}
+    budgets = memory_plan.check_config(cfg)
+    assert [b.rule for b in budgets] == ["score", "verify", "train", "evaluate_base", "evaluate"]
+    train = jobs.training_job(cfg, "qwen3-4b")
+    assert by_rule(budgets, "qwen3-4b", "train").settings.items() <= train.settings.items()
+    for b in budgets[:2]:
+        assert jobs.generation_job(cfg, b.rule, "qwen3-4b").settings["batch_size"] == b.settings["batch_size"]
+
+
+def test_a_methods_extra_rollouts_enlarge_the_micro_batch_the_plan_sizes():
+    """CoDaPO's resampled groups join the step's batch, so each micro-batch holds more completions than TRL's
+    per-device batch: the plan sizes the activations of the micro-batch the method makes."""
+    grpo = jobs.training_job(paper_config(training={"gradient_checkpointing": True}), "qwen3-4b").budget
+    cfg = paper_config(training={"gradient_checkpointing": True, "method": "codapo", "codapo_repeats": 1,
+                                 "codapo_resample_share": 1.0})
+    codapo = jobs.training_job(cfg, "qwen3-4b").budget  # 1 prompt x 8 completions, + 1 x 1 x 8 resampled
+    assert codapo.parts["activations"] == pytest.approx(2 * grpo.parts["activations"], rel=0.05)

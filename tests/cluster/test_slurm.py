@@ -25,12 +25,12 @@ import pytest
 
 from grpo_budget import lock
 from grpo_budget.cluster import slurm
-from grpo_budget.cluster.rules import RULES
+from grpo_budget.experiment.rules import RULES
 from conftest import TINY, inputs_from
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "profiles" / "slurm"
-GPU_RULES = tuple(name for name, rule in RULES.items() if rule.gpu)  # every one the workflow has (cluster.rules)
+GPU_RULES = tuple(name for name, rule in RULES.items() if rule.gpu)  # every one the workflow has (experiment.rules)
 CPU_RULES = ("prepare", "select", "bootstrap_model")
 # the local cluster: no GPUs; a 1-CPU controller job must leave room for the rule jobs
 LOCAL_ENV = {

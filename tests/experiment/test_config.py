@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grpo_budget.experiment import config, schema
+from grpo_budget.config import schema
+from grpo_budget.experiment import config
 from conftest import missing_data
 
 ROOT = Path(__file__).resolve().parents[2]

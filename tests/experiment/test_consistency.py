@@ -7,8 +7,8 @@ import pytest
 
 from grpo_budget.errors import UserError
 from grpo_budget.experiment import config, consistency
-from grpo_budget.experiment.schema import ConfigError
-from grpo_budget.experiment.schema_file import defaults
+from grpo_budget.config.schema import ConfigError
+from grpo_budget.config.schema import defaults
 from grpo_budget.prepare.benchmarks import BENCHMARKS
 from grpo_budget.prepare.splits import read_answers
 

@@ -17,7 +17,7 @@ import yaml
 from own_data import docs_config, experiment, multiple_choice, write_jsonl
 
 from grpo_budget.experiment import config as grpo_config
-from grpo_budget.experiment.schema import ConfigError
+from grpo_budget.config.schema import ConfigError
 from grpo_budget.prepare.splits import build
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from grpo_budget.cluster.rules import RULES
+from grpo_budget.experiment.rules import RULES
 
 ROOT = Path(__file__).resolve().parents[2]
-GPU_RULES = {name for name, rule in RULES.items() if rule.gpu}  # every one the workflow has (cluster.rules)
+GPU_RULES = {name for name, rule in RULES.items() if rule.gpu}  # every one the workflow has (experiment.rules)
 CPU_RULES = {"prepare", "fetch_model", "select", "summary", "table", "figure"}
 
 

@@ -17,9 +17,11 @@ from grpo_budget.aggregate import run
 from grpo_budget.aggregate.gains import gains_over_seeds
 from grpo_budget.aggregate.learnable import learnable_table
 from grpo_budget.aggregate.verdicts import verdict_table
-from grpo_budget.experiment import config, plan, schema, sweep
-from grpo_budget.experiment.settings import Analysis
-from grpo_budget.train import methods
+from grpo_budget.cluster.jobs import training_job
+from grpo_budget.config import schema
+from grpo_budget.config.settings import Analysis
+from grpo_budget.experiment import config, plan, sweep
+from grpo_budget.train.methods import others_settings
 from conftest import TINY, inputs_from
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,10 +68,12 @@ def test_variants_are_every_combination_named_from_their_values():
     assert sweep.names(cfg) == ["G4-beta0", "G4-beta0.04", "G8-beta0", "G8-beta0.04"]
     v = sweep.variant(cfg, "G8-beta0.04")
     assert v.values == {"training.num_generations": 8, "training.beta": 0.04}
-    t = plan.training_settings(cfg, "tiny", "G8-beta0.04")
+    t = training_job(cfg, "tiny", "G8-beta0.04").settings
     assert (t["num_generations"], t["beta"], t["max_steps"]) == (8, 0.04, 6)  # unswept settings are shared
-    base = {k: v for k, v in cfg["training"].items() if k not in methods.inactive(cfg["training"])}
-    assert plan.training_settings(cfg, "tiny") == base  # no variant: the base section, without unused methods
+    base = training_job(cfg, "tiny").settings
+    # no variant: the base section, without unused methods' settings, with the job's device and dtype
+    unused = others_settings("grpo") | {"method", "rewards"}
+    assert base == {**{k: v for k, v in cfg["training"].items() if k not in unused}, "device": "cpu", "dtype": "auto"}
     assert "codapo_repeats" not in base and "method" not in base
 
 
@@ -81,7 +85,7 @@ def test_lora_values_and_given_names():
     assert sweep.names(cfg) == ["attention-layers0-1-lr1e-05", "attention-layers2-3-lr1e-05",
                                 "all-linear-layers0-1-lr1e-05", "all-linear-layers2-3-lr1e-05", "qv-low",
                                 "q_proj.v_proj-layers2-3-lr1e-05"]
-    lora = plan.training_settings(cfg, "tiny", "qv-low")["lora"]
+    lora = training_job(cfg, "tiny", "qv-low").settings["lora"]
     assert lora == {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"], "layers": [0, 1]}
 
 
@@ -354,5 +358,5 @@ def test_only_keeps_the_named_variants_of_the_combinations():
                                       "names": {"grpo-dynamic-off": "grpo", "grpo-dynamic-on": "grpo-dynamic"},
                                       "only": ["grpo", "codapo-dynamic-off", "grpo-dynamic"]}))
     assert sweep.names(cfg) == ["grpo", "grpo-dynamic", "codapo-dynamic-off"]
-    assert plan.training_settings(cfg, "tiny", "grpo-dynamic")["dynamic_sampling"] is True
-    assert plan.training_settings(cfg, "tiny", "codapo-dynamic-off")["method"] == "codapo"
+    assert training_job(cfg, "tiny", "grpo-dynamic").settings["dynamic_sampling"] is True
+    assert training_job(cfg, "tiny", "codapo-dynamic-off").settings["method"] == "codapo"

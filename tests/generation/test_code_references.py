@@ -9,18 +9,18 @@ import pytest
 from grpo_budget.generation import codegrade
 from grpo_budget.generation.grading import grade_many
 from grpo_budget.prepare import coderows
-from grpo_budget.prepare.files import _load_local
+from grpo_budget.prepare.files import load_local
 
 pytestmark = pytest.mark.slow  # ~30 s on 2 cores: CI's slow session runs it
 
 
 def every_item(shared_data, name):
     if name == "mbpp":
-        frame = _load_local(str(shared_data / "mbpp" / "mbpp.jsonl"), None, None, None)["train"]
-        return coderows.mbpp(frame, {"question": "text", "tests": "test_list", "setup": "test_setup_code",
+        frame = load_local(str(shared_data / "mbpp" / "mbpp.jsonl"), None, None, None)["train"]
+        return coderows.mbpp_rows(frame, {"question": "text", "tests": "test_list", "setup": "test_setup_code",
                                      "solution": "code", "id": "task_id"})
-    frame = _load_local(str(shared_data / "humaneval" / "HumanEval.jsonl.gz"), None, None, None)["train"]
-    return coderows.humaneval(frame, {"question": "prompt", "tests": "test", "entry_point": "entry_point",
+    frame = load_local(str(shared_data / "humaneval" / "HumanEval.jsonl.gz"), None, None, None)["train"]
+    return coderows.humaneval_rows(frame, {"question": "prompt", "tests": "test", "entry_point": "entry_point",
                                       "solution": "canonical_solution", "id": "task_id"})
 
 

@@ -14,7 +14,7 @@ from own_data import docs_grader, experiment
 
 from grpo_budget.errors import UserError
 from grpo_budget.experiment import config as grpo_config
-from grpo_budget.experiment.schema import ConfigError
+from grpo_budget.config.schema import ConfigError
 from grpo_budget.generation import custom_rewards, rewards
 
 GRADER = '''

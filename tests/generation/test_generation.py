@@ -133,7 +133,7 @@ def test_vllm_engine_takes_the_models_dtype(dtype, on_gpu, expected):
 def test_transformers_backend_loads_the_models_dtype(tiny_model_dir):
     import torch
 
-    from grpo_budget.experiment.settings import Generation
+    from grpo_budget.config.settings import Generation
 
     for dtype, expected in (("auto", torch.float32), ("bfloat16", torch.bfloat16)):
         gen = backends.from_settings(str(tiny_model_dir), Generation.from_dict({"dtype": dtype, "device": "cpu"}))
@@ -195,7 +195,7 @@ def test_training_samples_with_scorings_top_k(tmp_path, tiny_model_dir):
 
     from transformers import GenerationConfig
 
-    from grpo_budget.experiment.settings import Training
+    from grpo_budget.config.settings import Training
     from grpo_budget.train.training import grpo_config
 
     assert vllm_args.effective_top_k(None, vllm_args.model_top_k(str(tiny_model_dir))) == 50

@@ -14,7 +14,7 @@ import pytest
 from conftest import missing_data
 
 from grpo_budget.errors import UserError
-from grpo_budget.experiment.schema_file import defaults
+from grpo_budget.config.schema import defaults
 from grpo_budget.prepare.loaders import load_benchmark
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"

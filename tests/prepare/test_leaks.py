@@ -18,7 +18,7 @@ import yaml
 from grpo_budget import cli
 from grpo_budget.errors import UserError
 from grpo_budget.experiment import config, consistency, plan
-from grpo_budget.experiment.schema import ConfigError
+from grpo_budget.config.schema import ConfigError
 from grpo_budget.io import write_json, write_parquet
 from grpo_budget.prepare import splits
 from grpo_budget.prepare.benchmarks import BENCHMARKS

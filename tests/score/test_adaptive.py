@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from grpo_budget import learnability
-from grpo_budget.experiment.settings import Adaptive
+from grpo_budget.config.settings import Adaptive
 from grpo_budget.prepare import framearith
 from grpo_budget.score import adaptive, scoring
 from grpo_budget.score.adaptive import Target
@@ -167,7 +167,7 @@ def _scored(k, n):
 def test_learnable_policy_buys_the_mixed_items():
     # G = 8: an item at 4/8 is mixed in almost every group, one at 0/8 or 8/8 almost never.
     scores = _scored([0, 0, 8, 8, 4, 3, 5, 1], [8] * 8)
-    chosen = policies.select(scores, "learnable", 3, seed=0, group_size=8)
+    chosen = policies.select(scores, "learnable", 3, seed=0, num_generations=8)
     assert set(chosen["n_correct"]) == {3, 4, 5}
     exp = policies.learnable_scores(scores, 8)
     a, b = posterior.posterior(scores)
@@ -212,7 +212,7 @@ class KilledAfter:
 
 @pytest.mark.slow
 def test_a_killed_adaptive_job_resumes_from_its_last_completed_round(tmp_path, tiny_model_dir):
-    from grpo_budget.experiment.settings import Generation
+    from grpo_budget.config.settings import Generation
     from grpo_budget.generation.backends import from_settings
 
     pool = framearith.generate(60, seed=0, width=4, min_ops=1, max_ops=3)

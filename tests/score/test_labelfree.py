@@ -9,7 +9,7 @@ import pytest
 
 from grpo_budget.aggregate import calibration
 from grpo_budget.errors import UserError
-from grpo_budget.experiment.settings import Analysis
+from grpo_budget.config.settings import Analysis
 from grpo_budget.generation import sample
 from grpo_budget.score.agreement import (
     AGREEMENT_COLUMNS,

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from grpo_budget.aggregate import drift as drift_table
-from grpo_budget.experiment.settings import Adaptive, Generation
+from grpo_budget.config.settings import Adaptive, Generation
 from grpo_budget.prepare import framearith
 from grpo_budget.score import adaptive, drift, scoring
 

@@ -10,7 +10,7 @@ import pytest
 
 from grpo_budget.errors import UserError
 from grpo_budget.evaluate.evaluation import evaluate
-from grpo_budget.experiment.settings import Generation
+from grpo_budget.config.settings import Generation
 from grpo_budget.train.checkpoints import (DIGEST_FILE, checkpoints, discard_incomplete, incomplete_reason,
                                            record_digests, verify_listed)
 from test_reliability import fake_checkpoint, run, steps, subset  # noqa: F401 (subset is a fixture)

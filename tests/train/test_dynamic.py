@@ -5,41 +5,42 @@ import pandas as pd
 import pytest
 import torch
 
-from grpo_budget.experiment.settings import Training
-from grpo_budget.train import dynamic, training
+from grpo_budget.config.settings import Training
+from grpo_budget.train import batches, training
+from grpo_budget.train.trainer import batch_groups, mixed_groups, refill_prompts, round_prompts, trainer_class
 from grpo_budget.train.fingerprint import trajectory_settings
 
 
 def test_a_group_is_mixed_when_any_advantage_is_nonzero():
     adv = [0, 0, 0, 0.5, -0.5, 0, 0, 0, 0.0, 1e-9, 0, 0]
-    assert dynamic.mixed_groups(adv, 3) == [False, True, False, True]
-    assert dynamic.mixed_groups(torch.zeros(6), 2) == [False, False, False]
+    assert mixed_groups(adv, 3) == [False, True, False, True]
+    assert mixed_groups(torch.zeros(6), 2) == [False, False, False]
 
 
 def test_a_round_asks_for_enough_prompts_at_the_share_seen_so_far():
-    assert dynamic.round_prompts(shortfall=4, kept=0, tried=8, full=8) == 8  # nothing mixed yet: a full batch
-    assert dynamic.round_prompts(shortfall=4, kept=4, tried=8, full=8) == 8  # half kept: 8 prompts for 4 groups
-    assert dynamic.round_prompts(shortfall=1, kept=6, tried=8, full=8) == 2  # ceil(1 x 8 / 6)
-    assert dynamic.round_prompts(shortfall=3, kept=1, tried=8, full=8) == 8  # capped at a full batch
-    assert dynamic.round_prompts(shortfall=3, kept=7, tried=7, full=8) == 3  # never fewer than the shortfall
+    assert round_prompts(shortfall=4, kept=0, tried=8, full=8) == 8  # nothing mixed yet: a full batch
+    assert round_prompts(shortfall=4, kept=4, tried=8, full=8) == 8  # half kept: 8 prompts for 4 groups
+    assert round_prompts(shortfall=1, kept=6, tried=8, full=8) == 2  # ceil(1 x 8 / 6)
+    assert round_prompts(shortfall=3, kept=1, tried=8, full=8) == 8  # capped at a full batch
+    assert round_prompts(shortfall=3, kept=7, tried=7, full=8) == 3  # never fewer than the shortfall
 
 
 def test_refills_are_seeded_leave_out_the_steps_prompts_and_top_up_when_few_remain():
-    a = dynamic.refill_prompts(10, used={0, 1, 2}, n=4, seed=0, step=5, round_=1)
-    assert a == dynamic.refill_prompts(10, used={0, 1, 2}, n=4, seed=0, step=5, round_=1)
+    a = refill_prompts(10, used={0, 1, 2}, n=4, seed=0, step=5, round_=1)
+    assert a == refill_prompts(10, used={0, 1, 2}, n=4, seed=0, step=5, round_=1)
     assert len(set(a)) == 4 and not set(a) & {0, 1, 2}
-    assert a != dynamic.refill_prompts(10, used={0, 1, 2}, n=4, seed=0, step=6, round_=1)
-    assert a != dynamic.refill_prompts(10, used={0, 1, 2}, n=4, seed=1, step=5, round_=1)
-    short = dynamic.refill_prompts(4, used={0, 1, 2}, n=3, seed=0, step=0, round_=1)
+    assert a != refill_prompts(10, used={0, 1, 2}, n=4, seed=0, step=6, round_=1)
+    assert a != refill_prompts(10, used={0, 1, 2}, n=4, seed=1, step=5, round_=1)
+    short = refill_prompts(4, used={0, 1, 2}, n=3, seed=0, step=0, round_=1)
     assert short[0] == 3 and len(short) == 3 and set(short) <= {0, 1, 2, 3}
 
 
 def test_a_batch_takes_mixed_groups_in_order_then_fills_with_dropped_ones():
     rounds = [[True, False, False, True], [False, True, True]]
-    assert dynamic.batch_groups(rounds, 3) == ([(0, 0), (0, 3), (1, 1)], 0)
-    assert dynamic.batch_groups(rounds, 4) == ([(0, 0), (0, 3), (1, 1), (1, 2)], 0)
+    assert batch_groups(rounds, 3) == ([(0, 0), (0, 3), (1, 1)], 0)
+    assert batch_groups(rounds, 4) == ([(0, 0), (0, 3), (1, 1), (1, 2)], 0)
     # the cap was reached with two mixed groups for a batch of four: the first dropped ones fill it
-    assert dynamic.batch_groups([[True, False, False, True]], 4) == ([(0, 0), (0, 1), (0, 2), (0, 3)], 2)
+    assert batch_groups([[True, False, False, True]], 4) == ([(0, 0), (0, 1), (0, 2), (0, 3)], 2)
 
 
 def test_rows_of_several_rounds_are_repadded_prompts_left_completions_right():
@@ -49,14 +50,14 @@ def test_rows_of_several_rounds_are_repadded_prompts_left_completions_right():
     b = {"prompt_ids": torch.tensor([[4, 5, 6]]), "prompt_mask": torch.ones(1, 3, dtype=torch.long),
          "completion_ids": torch.tensor([[7]]), "completion_mask": torch.tensor([[1]]),
          "advantages": torch.tensor([1.0]), "num_items_in_batch": torch.tensor(1)}
-    out = dynamic.take_rows([a, b], [(0, [1]), (1, [0])], pad_id=9)
+    out = batches.take_rows([a, b], [(0, [1]), (1, [0])], pad_id=9)
     assert out["prompt_ids"].tolist() == [[9, 7, 8], [4, 5, 6]]
     assert out["prompt_mask"].tolist() == [[0, 1, 1], [1, 1, 1]]
     assert out["completion_ids"].tolist() == [[2, 3, 9], [7, 9, 9]]
     assert out["completion_mask"].tolist() == [[1, 1, 0], [1, 0, 0]]
     assert out["advantages"].tolist() == [-0.5, 1.0] and "num_items_in_batch" not in out
     with pytest.raises(ValueError, match="text-only.*pixel_values"):
-        dynamic.take_rows([dict(a, pixel_values=torch.zeros(2, 1))], [(0, [0])], pad_id=9)
+        batches.take_rows([dict(a, pixel_values=torch.zeros(2, 1))], [(0, [0])], pad_id=9)
 
 
 def test_dynamic_sampling_is_off_by_default_and_leaves_older_fingerprints_alone():
@@ -88,13 +89,14 @@ def make_trainer(tmp_path, model_dir, dynamic_on: bool, max_rounds: int = 4, max
 
     t = Training.from_dict({"num_generations": G, "prompts_per_step": PROMPTS, "max_steps": max_steps,
                             "gradient_accumulation_steps": accumulation,
+                            "dynamic_sampling": dynamic_on, "dynamic_max_rounds": max_rounds,
                             "save_steps": 1, "max_completion_length": 6, "learning_rate": 1e-3,
                             "lora": {"r": 2, "alpha": 4, "target_modules": ["q_proj", "v_proj"]}})
     args = training.grpo_config(t, tmp_path / "ck", seed=0, on_gpu=False)
     tok = load_tokenizer(str(model_dir))
     prompts = [f"{i} + 1 =" for i in range(12)]
     data = Dataset.from_dict({"prompt": prompts, "item": list(range(12))})
-    base = dynamic.trainer_class()
+    base = trainer_class()
 
     class Recording(base):
         def _generate_and_score_completions(self, inputs):
@@ -106,7 +108,7 @@ def make_trainer(tmp_path, model_dir, dynamic_on: bool, max_rounds: int = 4, max
     model = AutoModelForCausalLM.from_pretrained(str(model_dir))
     return Recording(model=model, reward_funcs=odd_length_reward, args=args, train_dataset=data,
                      processing_class=tok, peft_config=lora_config(t.lora, ["q_proj", "v_proj"], None),
-                     dynamic=dynamic_on, max_rounds=max_rounds, seed=0)
+                     training=t)
 
 
 def rollout_log(trainer) -> pd.DataFrame:
@@ -128,7 +130,7 @@ def test_the_trainer_drops_all_equal_groups_and_refills_them_from_the_subset(tmp
     assert (log["rollouts/rounds"] >= 2).all() and (log["rollouts/rounds"] <= 5).all()
     assert (log["rollouts/generated_tokens"] > 0).all()
     for adv, (_, row) in zip(seen, log.iterrows()):
-        groups = dynamic.mixed_groups(adv, G)
+        groups = mixed_groups(adv, G)
         assert len(groups) == PROMPTS
         assert sum(groups) == PROMPTS - row["rollouts/filled_groups"]  # kept groups all have mixed rewards
         assert row["rollouts/kept_mixed_share"] == sum(groups) / PROMPTS

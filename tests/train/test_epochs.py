@@ -6,8 +6,8 @@ import logging
 import pandas as pd
 import pytest
 
-from grpo_budget.experiment import schema
-from grpo_budget.experiment.settings import Training
+from grpo_budget.config import schema
+from grpo_budget.config.settings import Training
 from grpo_budget.prepare import framearith
 from grpo_budget.train import training
 from grpo_budget.train.fingerprint import trajectory_settings

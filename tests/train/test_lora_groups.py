@@ -8,8 +8,8 @@ import copy
 import pytest
 
 from grpo_budget.errors import UserError
-from grpo_budget.experiment import schema
-from grpo_budget.experiment.settings import Training
+from grpo_budget.config import schema
+from grpo_budget.config.settings import Training
 from grpo_budget.train import training
 from grpo_budget.train.fingerprint import trajectory_settings
 from grpo_budget.train.lora import check_lora_targets, lora_config, resolve_lora_targets
@@ -98,7 +98,7 @@ def test_unset_layers_keep_the_fingerprint_of_runs_made_before_the_field():
 
 
 def test_the_schema_accepts_groups_and_ranges_and_refuses_a_bad_range():
-    from grpo_budget.experiment import settings
+    from grpo_budget.config import settings
 
     t = settings.Training.from_dict({"lora": {"target_modules": "mlp", "layers": [0, 11]}})
     assert t.lora.layers == [0, 11] and t.lora.target_modules == "mlp"

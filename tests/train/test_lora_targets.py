@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from grpo_budget.errors import UserError
-from grpo_budget.experiment.settings import Training
+from grpo_budget.config.settings import Training
 from grpo_budget.prepare import framearith
 from grpo_budget.train import training
 from grpo_budget.train.lora import check_lora_targets

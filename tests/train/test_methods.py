@@ -11,11 +11,18 @@ import pandas as pd
 import pytest
 import yaml
 
+from grpo_budget.cluster import work
+from grpo_budget.cluster.jobs import training_job
+from grpo_budget.config.settings import Training
 from grpo_budget.errors import UserError
-from grpo_budget.experiment.settings import Training
+from grpo_budget.experiment import config as experiment_config
 from grpo_budget.prepare import framearith
-from grpo_budget.train import dynamic, method_hooks, methods, training
+from grpo_budget.train import training
+from grpo_budget.train.codapo import batch_problem, codapo_values, resample, resample_count, resample_probabilities
+from grpo_budget.train.guided import guidance, guided_groups, guided_prompt
 from grpo_budget.train.fingerprint import trajectory_settings
+from grpo_budget.train.methods import METHODS, Method
+from grpo_budget.train.trainer import trainer_class
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,59 +33,79 @@ def test_codapo_values_on_hand_made_groups():
     """v = c (1 - 4 (d - 1/2)^2) + 0.1 with d = 1 - accuracy and c = exp(mean log-prob)."""
     correct = [[1, 1, 1, 1], [0, 0, 0, 0], [1, 1, 0, 0], [1, 0, 0, 0]]
     logps = [[math.log(0.5)] * 4] * 4
-    v = methods.codapo_values(correct, logps, offset=0.1)
+    v = codapo_values(correct, logps, offset=0.1)
     np.testing.assert_allclose(v, [0.1, 0.1, 0.5 * 1.0 + 0.1, 0.5 * 0.75 + 0.1])
     # confidence: the mean of the rollouts' mean log-probs, then exp (not the mean of probabilities)
-    v = methods.codapo_values([[1, 0]], [[math.log(0.25), math.log(1.0)]], offset=0.0)
+    v = codapo_values([[1, 0]], [[math.log(0.25), math.log(1.0)]], offset=0.0)
     np.testing.assert_allclose(v, [0.5])
     # bounded in [offset, 1 + offset]
     rng = np.random.default_rng(0)
-    v = methods.codapo_values(rng.integers(0, 2, (200, 8)), -rng.exponential(2, (200, 8)), offset=0.1)
+    v = codapo_values(rng.integers(0, 2, (200, 8)), -rng.exponential(2, (200, 8)), offset=0.1)
     assert (v >= 0.1).all() and (v <= 1.1).all()
 
 
 def test_the_top_rule_takes_the_highest_values_and_breaks_ties_by_a_seeded_order():
     v = [0.1, 0.9, 0.5, 0.9, 0.2]
-    assert methods.resample(v, 1, "top", seed=0, step=3) in ([1], [3])
-    assert methods.resample(v, 3, "top", seed=0, step=3) == [1, 2, 3]
-    ties = {tuple(methods.resample(v, 1, "top", seed=s, step=1)) for s in range(20)}
+    assert resample(v, 1, "top", seed=0, step=3) in ([1], [3])
+    assert resample(v, 3, "top", seed=0, step=3) == [1, 2, 3]
+    ties = {tuple(resample(v, 1, "top", seed=s, step=1)) for s in range(20)}
     assert ties == {(1,), (3,)}  # either tied question, by the seed
-    assert methods.resample(v, 2, "top", 5, 7) == methods.resample(v, 2, "top", 5, 7)
-    assert methods.resample_count(8, 0.25) == 2 and methods.resample_count(3, 0.1) == 1
+    assert resample(v, 2, "top", 5, 7) == resample(v, 2, "top", 5, 7)
+    assert resample_count(8, 0.25) == 2 and resample_count(3, 0.1) == 1
 
 
 def test_the_value_rule_draws_with_the_stated_probabilities():
     v = [0.1, 0.2, 0.3, 0.4]
-    np.testing.assert_allclose(methods.resample_probabilities(v), [0.1, 0.2, 0.3, 0.4])
-    picks = np.concatenate([methods.resample(v, 50, "value", seed=0, step=s) for s in range(400)])
+    np.testing.assert_allclose(resample_probabilities(v), [0.1, 0.2, 0.3, 0.4])
+    picks = np.concatenate([resample(v, 50, "value", seed=0, step=s) for s in range(400)])
     counts = np.bincount(picks, minlength=4)
     expected = np.array([0.1, 0.2, 0.3, 0.4]) * len(picks)
     chi2 = ((counts - expected) ** 2 / expected).sum()
     assert chi2 < 16.3  # chi-square, 3 degrees of freedom, p = 0.001
-    assert methods.resample(v, 5, "value", 1, 2) == methods.resample(v, 5, "value", 1, 2)  # seeded: same draw
+    assert resample(v, 5, "value", 1, 2) == resample(v, 5, "value", 1, 2)  # seeded: same draw
     with pytest.raises(ValueError, match="allowed: top, value"):
-        methods.resample(v, 1, "best", 0, 0)
+        resample(v, 1, "best", 0, 0)
 
 
 def test_guidance_is_a_prefix_of_the_solution_that_leaves_the_answer():
-    assert methods.guidance("2 2 1 6 9 3 = 3", 0.5) == "2 2 1 6"
-    assert methods.guidance("2 2 1 6 9 3 = 3", 1.0) == "2 2 1 6 9 3"  # never the last two words
-    assert methods.guidance("5 = 5", 0.9) == "5"
-    assert methods.guidance("5 = 5", 0.0) == ""
-    assert method_hooks.guided_prompt("+5 ?", "5", None, None) == "+5 ? 5"
-    assert method_hooks.guided_prompt("+5 ?", "", None, None) == "+5 ?"
+    assert guidance("2 2 1 6 9 3 = 3", 0.5) == "2 2 1 6"
+    assert guidance("2 2 1 6 9 3 = 3", 1.0) == "2 2 1 6 9 3"  # never the last two words
+    assert guidance("5 = 5", 0.9) == "5"
+    assert guidance("5 = 5", 0.0) == ""
+    assert guided_prompt("+5 ?", "5", None, None) == "+5 ? 5"
+    assert guided_prompt("+5 ?", "", None, None) == "+5 ?"
 
 
 def test_guidance_goes_where_configured():
     correct = [[0, 0, 0], [0, 1, 0], [0, 0, 0], [1, 1, 1]]
-    assert methods.guided_groups(correct, "failed") == [0, 2]
-    assert methods.guided_groups(correct, "always") == [0, 1, 2, 3]
+    assert guided_groups(correct, "failed") == [0, 2]
+    assert guided_groups(correct, "always") == [0, 1, 2, 3]
+
+
+def codapo_settings(prompts: int, generations: int, share: float, repeats: int) -> Training:
+    return Training.from_dict({"method": "codapo", "prompts_per_step": prompts, "num_generations": generations,
+                               "codapo_resample_share": share, "codapo_repeats": repeats})
 
 
 def test_codapo_batches_must_split_into_the_micro_batches():
-    assert methods.check_batch(8, 8, 1, 0.25, 4) is None
-    assert methods.check_batch(8, 4, 2, 0.25, 4) is None
-    assert "codapo_repeats" in methods.check_batch(6, 3, 2, 0.2, 1)  # 1 question x 1 x 3 rollouts over 2
+    assert batch_problem(codapo_settings(8, 8, 0.25, 4), 1) is None
+    assert batch_problem(codapo_settings(8, 4, 0.25, 4), 2) is None
+    setting, why = batch_problem(codapo_settings(6, 3, 0.2, 1), 2)  # 1 question x 1 x 3 rollouts over 2
+    assert setting == "codapo_repeats" and "CoDaPO adds 3 rollouts" in why and "codapo_repeats" in why
+
+
+def test_each_method_says_what_a_step_of_it_adds():
+    """Rows trained and rollouts generated per step, and a micro-batch, as the memory and cost plans count them."""
+    t = codapo_settings(8, 4, 0.25, 4)  # 2 questions x 4 repeats x 4 rollouts more
+    assert METHODS["codapo"].rows_per_step(t) == 32 + 32 and METHODS["codapo"].generations_per_step(t) == 64
+    assert METHODS["codapo"].micro_batch(t) == 64
+    plain = Training.from_dict({"prompts_per_step": 8, "num_generations": 4, "gradient_accumulation_steps": 2})
+    assert METHODS["grpo"].rows_per_step(plain) == 32
+    assert METHODS["grpo"].micro_batch(plain) == 16 == plain.per_device_batch
+    always = Training.from_dict({"method": "guided", "prompts_per_step": 8, "num_generations": 4,
+                                 "guidance_when": "always"})
+    assert METHODS["guided"].rows_per_step(always) == 32 and METHODS["guided"].generations_per_step(always) == 64
+    assert METHODS["guided"].generations_per_step(Training.from_dict({"method": "guided"})) == 32 * 8
 
 
 def test_method_settings_reach_the_fingerprint_only_for_their_method():
@@ -127,11 +154,12 @@ def make_trainer(tmp_path, model_dir, method: str, max_steps: int = 2, record=No
     t = Training.from_dict({"num_generations": G, "prompts_per_step": PROMPTS, "max_steps": max_steps,
                             "save_steps": 1, "max_completion_length": settings.pop("length", 6),
                             "learning_rate": 1e-2, "method": method, **settings,
+                            "dynamic_sampling": filtering, "dynamic_max_rounds": 2,
                             "lora": {"r": 2, "alpha": 4, "target_modules": ["q_proj", "v_proj"]}})
     args = training.grpo_config(t, tmp_path / "ck", seed=0, on_gpu=False)
     data = Dataset.from_dict({"prompt": list(ITEMS["prompt"]), "item": list(range(len(ITEMS))),
                               "solution": list(ITEMS["solution"])})
-    base = dynamic.trainer_class()
+    base = trainer_class()
 
     class Recording(base):
         def _scored(self, inputs):
@@ -150,8 +178,7 @@ def make_trainer(tmp_path, model_dir, method: str, max_steps: int = 2, record=No
     model = AutoModelForCausalLM.from_pretrained(str(model_dir))
     return Recording(model=model, reward_funcs=correct, args=args, train_dataset=data,
                      processing_class=load_tokenizer(str(model_dir)),
-                     peft_config=lora_config(t.lora, ["q_proj", "v_proj"], None), seed=0, method=t.method,
-                     method_settings=t.method_settings(), dynamic=filtering, max_rounds=2)
+                     peft_config=lora_config(t.lora, ["q_proj", "v_proj"], None), training=t)
 
 
 def step_log(trainer) -> pd.DataFrame:
@@ -170,7 +197,7 @@ def test_guided_rollouts_go_to_failed_groups_with_the_solutions_prefix(tmp_path,
         failed = [k for k in range(PROMPTS) if first_correct[k].max() == 0]
         guided = calls[1][1] if len(calls) > 1 else []
         by_prompt = dict(zip(ITEMS["prompt"], ITEMS["solution"]))
-        want = [f"{first_prompts[k * G]} {methods.guidance(by_prompt[first_prompts[k * G]], 0.5)}"
+        want = [f"{first_prompts[k * G]} {guidance(by_prompt[first_prompts[k * G]], 0.5)}"
                 for k in failed for _ in range(G)]
         assert guided == want  # exactly the failed groups, each with its own solution's prefix
         start = end + 1
@@ -210,7 +237,7 @@ def test_the_importance_ratio_of_a_guided_rollout_by_hand(tmp_path, tiny_model_d
                 n_prompt = int(out["prompt_mask"][row].sum())
                 prompt = by_ids[tuple(out["prompt_ids"][row, -n_prompt:].tolist())]
                 c = out["completion_ids"][row][out["completion_mask"][row].bool()].tolist()
-                guided = f"{prompt} {methods.guidance(solutions[prompt], 0.5)}"
+                guided = f"{prompt} {guidance(solutions[prompt], 0.5)}"
                 if guided not in guided_prompts or len(c) != 2:
                     continue
                 old = out["old_per_token_logps"][row, :2].tolist()
@@ -234,14 +261,14 @@ def test_codapo_scales_each_group_by_its_value_and_adds_the_top_groups_rollouts(
                            codapo_resample_share=0.5, codapo_repeats=1)
     trainer.train()
     log = step_log(trainer)
-    extra = methods.resample_count(PROMPTS, 0.5) * 1 * G
+    extra = resample_count(PROMPTS, 0.5) * 1 * G
     assert (log["codapo/extra_rollouts"] == extra).all()
     assert (log["rollouts/generated"] == G * PROMPTS + extra).all() and (log["rollouts/kept"] == G * PROMPTS + extra).all()
     scored = [r for r in record if r[0] == "scored"]
     batches = [r for r in record if r[0] == "batch"]
     first, top_up, batch = scored[0][3], scored[1][3], batches[0][3]
-    values = methods.codapo_values(first["correct"].view(-1, G).numpy(), scored[0][4], 0.1)
-    picks = methods.resample(values, 2, "top", 0, 0)
+    values = codapo_values(first["correct"].view(-1, G).numpy(), scored[0][4], 0.1)
+    picks = resample(values, 2, "top", 0, 0)
     assert sorted(set(top_up["item"].tolist())) == sorted(int(first["item"][p * G]) for p in picks)
     assert len(batch["advantages"]) == G * PROMPTS + extra
     # the step's own groups come first, scaled by their values (a row of zero advantage stays zero)
@@ -265,7 +292,7 @@ def test_each_method_composes_with_dynamic_sampling(tmp_path, tiny_model_dir, me
                            codapo_repeats=1)
     trainer.train()
     log = step_log(trainer)
-    extra = methods.resample_count(PROMPTS, 0.5) * G if method == "codapo" else 0
+    extra = resample_count(PROMPTS, 0.5) * G if method == "codapo" else 0
     assert (log["rollouts/kept"] == G * PROMPTS + extra).all()
     assert (log["rollouts/generated"] == log["rollouts/kept"] + log["rollouts/discarded"]).all()
     assert (log["rollouts/rounds"] <= 3).all()
@@ -285,8 +312,7 @@ def test_a_step_redone_after_a_kill_redraws_the_same_guidance_and_resamples(tmp_
 
 
 def test_a_codapo_batch_that_cannot_split_is_refused_before_any_job(tmp_path):
-    from grpo_budget.experiment import config as experiment_config
-    from grpo_budget.experiment.schema import ConfigError
+    from grpo_budget.config.schema import ConfigError
 
     cfg = yaml.safe_load((ROOT / "tests/configs/tiny.yaml").read_text())
     cfg["training"].update(prompts_per_step=6, num_generations=3, gradient_accumulation_steps=2,
@@ -303,7 +329,7 @@ def test_a_chat_prompts_guidance_begins_the_assistants_answer(tiny_model_dir):
     tok.chat_template = ("{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"
                          "{% if add_generation_prompt %}[assistant]{% endif %}")
     prompt = [{"role": "user", "content": "+5 ?"}]
-    assert method_hooks.guided_prompt(prompt, "5", tok, None) == "[user]+5 ?[assistant]5"
+    assert guided_prompt(prompt, "5", tok, None) == "[user]+5 ?[assistant]5"
 
 
 
@@ -312,3 +338,29 @@ def test_guided_rows_keep_a_kl_term_toward_the_reference_on_the_unguided_prompt(
     trainer.train()
     log = step_log(trainer)
     assert (log["guided/groups"] > 0).all() and log["kl"].notna().all() and (log["kl"] >= 0).all()
+
+
+def test_a_new_method_is_one_registry_entry(monkeypatch, tmp_path, tiny_model_dir):
+    """What docs/extending.md promises: register a method (here one that halves every advantage of a step's batch
+    and adds a group of rollouts per step) and the config accepts it (as a sweep axis too), its training jobs carry
+    it, the cost plan counts what it adds, and the trainer runs its hook and logs what it says."""
+    seen = []
+
+    def halve(trainer, batch, generate):
+        seen.append(len(batch["advantages"]))
+        batch["advantages"] = batch["advantages"] / 2
+        return batch
+
+    monkeypatch.setitem(METHODS, "halved", Method("a test of the registry", on_batch=halve,
+                                                  extra_generations=lambda t: int(t.num_generations),
+                                                  metrics=lambda counts: {"halved/steps": 1.0}))
+    cfg = yaml.safe_load((ROOT / "tests/configs/tiny.yaml").read_text())
+    cfg["sweep"] = {"training.method": ["grpo", "halved"]}
+    cfg = experiment_config.validate(cfg)
+    assert training_job(cfg, "tiny", "halved").settings["method"] == "halved"
+    trains = {j.name: j for j in work.jobs(cfg) if j.rule == "train"}
+    plain, halved = trains["tiny_framearith_hard_b0.2_s0_v-grpo"], trains["tiny_framearith_hard_b0.2_s0_v-halved"]
+    assert halved.sequences == plain.sequences + halved.steps * 4 and halved.train_tokens == plain.train_tokens
+    trainer = make_trainer(tmp_path, tiny_model_dir, "halved", max_steps=2)
+    trainer.train()
+    assert seen == [G * PROMPTS] * 2 and (step_log(trainer)["halved/steps"] == 1.0).all()

@@ -13,7 +13,7 @@ from safetensors.torch import save_file
 
 from grpo_budget import io
 from grpo_budget.errors import UserError
-from grpo_budget.experiment.settings import Training
+from grpo_budget.config.settings import Training
 from grpo_budget.prepare import framearith
 from grpo_budget.train import training
 from grpo_budget.train.checkpoints import checkpoints, discard_incomplete, incomplete_reason, record_digests

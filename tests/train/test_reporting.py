@@ -10,9 +10,9 @@ import pytest
 
 from grpo_budget.errors import UserError
 from grpo_budget.experiment import config, plan
-from grpo_budget.experiment.settings import Training
+from grpo_budget.config.settings import Training
 from grpo_budget.prepare import framearith
-from grpo_budget.train import training
+from grpo_budget.train import reporting, training
 from grpo_budget.train.fingerprint import fingerprint
 from conftest import TINY, edited_config, inputs_from, run_snakemake
 
@@ -64,7 +64,7 @@ def test_off_by_default_and_not_in_the_fingerprint(tmp_path, subset, tiny_model_
           for to in ("none", "tensorboard", "wandb")}
     assert fp["none"] == fp["tensorboard"] == fp["wandb"]
     assert fp["none"] == fingerprint(sub, str(tiny_model_dir), Training.from_dict(SETTINGS), DATASET, 0)
-    assert training.reporting_env("none", tmp_path) == {}
+    assert reporting.reporting_env("none", tmp_path) == {}
     assert not (tmp_path / "tb").exists()
 
 
@@ -74,10 +74,10 @@ def test_wandb_is_offline_in_the_run_folder_and_refused_when_missing(tmp_path, m
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
     with pytest.raises(UserError, match="pip install wandb"):
-        training.reporting_env("wandb", tmp_path)
+        reporting.reporting_env("wandb", tmp_path)
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
     monkeypatch.delenv("WANDB_MODE", raising=False)
-    env = training.reporting_env("wandb", tmp_path)
+    env = reporting.reporting_env("wandb", tmp_path)
     assert env["WANDB_MODE"] == "offline" and env["WANDB_DIR"] == str(tmp_path / "wandb")
 
 

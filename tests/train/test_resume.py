@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from grpo_budget.digest import sha256_of
-from grpo_budget.experiment.settings import Training
+from grpo_budget.config.settings import Training
 from grpo_budget.prepare import framearith
 from grpo_budget.train import training, trainlog
 from grpo_budget.train.checkpoints import checkpoints

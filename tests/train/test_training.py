@@ -7,7 +7,7 @@ import pytest
 
 from grpo_budget import learnability
 from grpo_budget.errors import UserError
-from grpo_budget.experiment.settings import Training
+from grpo_budget.config.settings import Training
 from grpo_budget.prepare import framearith
 from grpo_budget.train import training
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from grpo_budget.stats import _check_level
+from grpo_budget.stats import check_level
 
 __all__ = ["beta_posterior", "fit_beta_prior", "log_hyperprior"]
 
@@ -123,7 +123,7 @@ def beta_posterior(k: object, n: object, alpha: object, beta: object, level: flo
     """
     from scipy import stats as sps
 
-    _check_level(level)
+    check_level(level)
     k_arr, n_arr = _counts(k, n)
     k_arr, n_arr = np.atleast_1d(k_arr).ravel(), np.atleast_1d(n_arr).ravel()
     a0, b0 = np.asarray(alpha, dtype=float), np.asarray(beta, dtype=float)

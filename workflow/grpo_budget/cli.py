@@ -1,5 +1,7 @@
 """``grpo-budget``: the command-line entry points the Snakemake rules call, one subcommand per stage.
 
+The subcommands a user runs (plans, checks, fetching models) are defined in :mod:`grpo_budget.commands`.
+
 Settings arrive as JSON (``--settings``, ``--dataset``) built by the workflow from the validated config, so a
 job sees exactly the knobs it depends on and Snakemake re-runs it when they change.
 """
@@ -15,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from grpo_budget.commands import add_user_commands
 from grpo_budget.device import configure_allocator
 from grpo_budget.errors import UserError
 from grpo_budget.failures import COMMAND_PREFIX
@@ -54,7 +57,7 @@ def cmd_prepare(a: argparse.Namespace) -> None:
 
 
 def cmd_bootstrap_model(a: argparse.Namespace) -> None:
-    from grpo_budget.experiment.settings import Bootstrap
+    from grpo_budget.config.settings import Bootstrap
     from grpo_budget.io import read_parquet
     from grpo_budget.train.tinymodel import bootstrap
 
@@ -64,7 +67,7 @@ def cmd_bootstrap_model(a: argparse.Namespace) -> None:
 
 
 def cmd_score(a: argparse.Namespace) -> None:
-    from grpo_budget.experiment.settings import Adaptive, Generation
+    from grpo_budget.config.settings import Adaptive, Generation
     from grpo_budget.score.scoring import score
 
     adaptive = a.settings.get("adaptive")
@@ -73,7 +76,7 @@ def cmd_score(a: argparse.Namespace) -> None:
 
 
 def cmd_verify(a: argparse.Namespace) -> None:
-    from grpo_budget.experiment.settings import Generation
+    from grpo_budget.config.settings import Generation
     from grpo_budget.score.verify import verify
 
     verify(a.model, a.subsets, a.out, Generation.from_dict(a.settings, "scoring"), a.dataset)
@@ -87,11 +90,11 @@ def cmd_select(a: argparse.Namespace) -> None:
     scores = read_parquet(a.scores)
     cols = [c for c in scores.columns if c not in ("samples", "answers", "correct", "format_ok")]
     write_parquet(select(scores[cols], a.policy, parse_budget(a.budget), a.seed, a.tiers, a.rounding,
-                         a.group_size, a.source), a.out)
+                         a.num_generations, a.source), a.out)
 
 
 def cmd_train(a: argparse.Namespace) -> None:
-    from grpo_budget.experiment.settings import Training
+    from grpo_budget.config.settings import Training
     from grpo_budget.train.training import train
 
     train(a.subset, a.model, a.checkpoints, a.log_out, a.manifest_out, Training.from_dict(a.settings), a.dataset,
@@ -100,7 +103,7 @@ def cmd_train(a: argparse.Namespace) -> None:
 
 def cmd_evaluate(a: argparse.Namespace) -> None:
     from grpo_budget.evaluate.evaluation import evaluate
-    from grpo_budget.experiment.settings import Generation
+    from grpo_budget.config.settings import Generation
 
     evaluate(a.model, a.test, a.out, Generation.from_dict(a.settings, "evaluation"), a.dataset, a.manifest,
              a.final_only)
@@ -124,69 +127,6 @@ def cmd_convert_gguf(a: argparse.Namespace) -> None:
     print(json.dumps(convert(a.gguf, a.out, a.dtype)))
 
 
-def cmd_fetch_models(a: argparse.Namespace) -> None:
-    from grpo_budget.experiment.config import load
-    from grpo_budget.hub import fetch_into, fetched, folder_name
-
-    cfg = load(a.configfile)
-    if not cfg["model_store"]:
-        raise UserError(f"{a.configfile}: model_store is not set, so there is nowhere to fetch models into")
-    for name, spec in cfg["models"].items():
-        if fetched(cfg, name):
-            store = Path(cfg["model_store"])
-            try:
-                print(fetch_into(spec["path"], store / ".partial" / folder_name(spec["path"]),
-                                 store / folder_name(spec["path"])))
-            except UserError as e:
-                raise UserError(f"model {name}: {e}") from None
-
-
-def cmd_doctor(a: argparse.Namespace) -> None:
-    from grpo_budget.cluster import doctor
-    from grpo_budget.experiment.config import load
-
-    checks = doctor.run(load(a.configfile))
-    print("\n".join(c.line() for c in checks))
-    failed = sum(c.status == "FAIL" for c in checks)
-    if failed:
-        raise SystemExit(1)
-
-
-def cmd_unlock(a: argparse.Namespace) -> None:
-    from grpo_budget.lock import unlock
-
-    print("\n".join(unlock(a.results)))
-
-
-def cmd_validate_config(a: argparse.Namespace) -> None:
-    from grpo_budget.experiment.config import load
-
-    for path in a.configs:
-        load(path)
-        print(f"{path}: ok")
-
-
-def cmd_plan(a: argparse.Namespace) -> None:
-    from grpo_budget.cluster import cost, memory, memory_plan
-    from grpo_budget.experiment.config import load
-
-    cfg = load(a.configfile)
-    for item in a.config or []:
-        key, _, value = item.partition("=")
-        if key != "results" or not value:
-            raise UserError(f"--config {item}: only results=DIR can be set here; edit the config file for the rest")
-        cfg["results"] = value
-    if a.calibrate_from:
-        cfg["cost"] = dict(cfg["cost"], calibrate_from=list(cfg["cost"]["calibrate_from"]) + a.calibrate_from)
-    if a.gpu_memory_gib:
-        cfg["gpu"] = dict(cfg["gpu"], memory_gib=a.gpu_memory_gib)
-    budgets = memory_plan.check_config(cfg)
-    if budgets:
-        print(memory.render(budgets, memory_plan.card(cfg), cfg["device"]) + "\n")
-    text, path = cost.write_plan(cfg, a.parallel)
-    print(text + f"\nwritten to {path} (per job: {path.with_suffix('.csv')})")
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grpo-budget", description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads for this job")
@@ -196,7 +136,13 @@ def parser() -> argparse.ArgumentParser:
                    "(PATH.lock) while it runs, written when it succeeds (grpo_budget.experiment.provenance)")
     p.add_argument("--record", metavar="JSON", help="the record's content (with --record-out)")
     sub = p.add_subparsers(dest="command", required=True)
+    _job_commands(sub)
+    add_user_commands(sub)
+    return p
 
+
+def _job_commands(sub) -> None:
+    """The subcommands the workflow's rules run, one per stage."""
     s = sub.add_parser("prepare", help="dataset entry -> pool/test Parquet")
     s.add_argument("--dataset", type=_json, required=True, help="the config's dataset entry (JSON)")
     s.add_argument("--out", nargs="+", required=True, metavar="SPLIT=PATH")
@@ -243,7 +189,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, required=True)
     s.add_argument("--rounding", choices=["half_up", "floor"], required=True, help="config budget_rounding")
     s.add_argument("--tiers", type=_json, default=None, help='the dataset\'s tiers, e.g. {"column": "level", "values": [1, 2]}')
-    s.add_argument("--group-size", type=int, default=None, help="training G (the learnable policy ranks by it)")
+    s.add_argument("--group-size", dest="num_generations", type=int, default=None,
+                   help="training.num_generations, the group size G (the learnable policy ranks by it)")
     s.add_argument("--source", default="labels",
                    help="difficulty source of a bare policy name (config scoring.difficulty; POLICY@SOURCE overrides)")
     s.add_argument("--out", required=True)
@@ -267,15 +214,6 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", nargs="+", required=True)
     s.set_defaults(func=cmd_aggregate)
 
-    s = sub.add_parser("plan", help="the memory plan (device cuda) and the cost plan: jobs, tokens, GPU-hours, wall time")
-    s.add_argument("--configfile", default="config.yaml", help="the experiment config (default: the embedded one)")
-    s.add_argument("--config", nargs="*", metavar="results=DIR", help="the results folder, as with snakemake")
-    s.add_argument("--calibrate-from", nargs="*", default=[], metavar="DIR",
-                   help="results folders of earlier runs on the same machines (added to cost.calibrate_from)")
-    s.add_argument("--parallel", type=int, default=None, help="jobs at a time, for the wall-time estimate")
-    s.add_argument("--gpu-memory-gib", type=float, default=None, help="the card's memory (replaces gpu.memory_gib)")
-    s.set_defaults(func=cmd_plan)
-
     s = sub.add_parser("fetch-model", help="download one hub model (the fetch_model rule's job)")
     s.add_argument("--hub-id", required=True)
     s.add_argument("--partial", required=True, help="download folder, kept across a killed job")
@@ -288,31 +226,6 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     s.add_argument("--out", required=True)
     s.set_defaults(func=cmd_convert_gguf)
-
-    s = sub.add_parser("fetch-models", help="download every hub model of a config into its model_store (login node)")
-    s.add_argument("--configfile", required=True)
-    s.set_defaults(func=cmd_fetch_models)
-
-    s = sub.add_parser("doctor", help="check a cluster before a first run: CUDA, GPUs, SLURM, plugin, models, memory")
-    s.add_argument("--configfile", default="config.yaml", help="the experiment config (default: the embedded one)")
-    s.set_defaults(func=cmd_doctor)
-
-    s = sub.add_parser("unlock", help="remove a results folder's locks left by runs that are gone (another node's)")
-    s.add_argument("results", help="the results folder")
-    s.set_defaults(func=cmd_unlock)
-
-    s = sub.add_parser("validate-config", help="check config files against the schema")
-    s.add_argument("configs", nargs="+")
-    s.set_defaults(func=cmd_validate_config)
-
-    sub.add_parser("check-grader", help="grade reference solutions as completions (see --help)", add_help=False)
-    sub.add_parser("grade", help="grade a JSON lines file of completions against a benchmark -> CSV", add_help=False)
-    sub.add_parser("pilot", help="before the grid: does the pool give GRPO a signal? (see --help)", add_help=False)
-    sub.add_parser("recommend", help="after the score job: a model's arms ranked before training, validated",
-                   add_help=False)
-    sub.add_parser("install-profile", help="link profiles/slurm into ~/.config/snakemake", add_help=False)
-    sub.add_parser("launch", help="run the Snakemake controller itself as a SLURM job (submitit)", add_help=False)
-    return p
 
 
 PASSTHROUGH = {"check-grader": ("generation.check_grader", "main"), "grade": ("generation.grade_cli", "main"),

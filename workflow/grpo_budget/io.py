@@ -209,6 +209,22 @@ def read_json(path: str | os.PathLike) -> Any:
         raise UserError(f"{path} is not readable JSON ({e}): {EARLIER_JOB.format('delete it and ', path)}") from e
 
 
+def json_lines(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+    """Each object of a JSON Lines file with its line number (blank lines skipped); a line that is not a JSON
+    object is a one-line :class:`UserError` naming the file and the line."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise UserError(f"{path}:{n}: not valid JSON ({e.msg} at column {e.colno})") from None
+            if not isinstance(obj, dict):
+                raise UserError(f"{path}:{n}: each line must be a JSON object, got {type(obj).__name__}")
+            yield n, obj
+
+
 def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> pd.DataFrame:
     """Read a Parquet file (only ``columns`` when given); a missing, truncated or foreign file, or one that lacks
     a column, is a ``UserError`` naming the file and the fix."""

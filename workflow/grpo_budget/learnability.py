@@ -1,5 +1,6 @@
 """Learnability math: the chance a GRPO group of G rewards is mixed (plug-in, Monte-Carlo, under a Beta posterior),
-the learnable share read from a trainer log and its comparison window, and unbiased pass@k."""
+the learnable share read from a trainer log and its comparison window, and unbiased pass@k. G, the group size, is
+``num_generations`` (the config's ``training.num_generations``) in code; formulas write it G."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from grpo_budget.stats import _as_1d
+from grpo_budget.stats import as_1d
 
 __all__ = [
     "expected_learnable_beta",
@@ -23,44 +24,45 @@ __all__ = [
 ]
 
 
-def _check_G(G: int) -> None:
-    if int(G) != G or G < 1:
-        raise ValueError(f"G must be a positive integer, got {G}")
+def _check_num_generations(num_generations: int) -> None:
+    if int(num_generations) != num_generations or num_generations < 1:
+        raise ValueError(f"G (num_generations) must be a positive integer, got {num_generations}")
 
 
-def predicted_learnable(p: object, G: int) -> np.ndarray:
-    """Probability that a group of ``G`` Bernoulli(``p``) rewards has non-zero std.
+def predicted_learnable(p: object, num_generations: int) -> np.ndarray:
+    """Probability that a group of G (``num_generations``) Bernoulli(``p``) rewards has non-zero std.
 
     ``1 - p**G - (1 - p)**G`` elementwise; 0 for ``p`` in {0, 1} or ``G == 1``.
     """
-    _check_G(G)
+    _check_num_generations(num_generations)
     p_arr = np.asarray(p, dtype=float)
     if np.any((p_arr < 0) | (p_arr > 1)) or np.any(np.isnan(p_arr)):
         raise ValueError("pass rates must lie in [0, 1]")
-    return 1.0 - p_arr**G - (1.0 - p_arr) ** G
+    return 1.0 - p_arr**num_generations - (1.0 - p_arr) ** num_generations
 
 
-def expected_learnable_share(pass_rates: object, G: int) -> float:
+def expected_learnable_share(pass_rates: object, num_generations: int) -> float:
     """Expected share of learnable groups when prompts are drawn uniformly from a subset.
 
     Mean of :func:`predicted_learnable` over the subset's per-item pass rates; NaN where some are unknown (NaN: an
     unlabeled pool's, or a proxy arm's, whose trained model never scored the pool).
     """
-    pr = _as_1d(pass_rates, "pass_rates")
+    pr = as_1d(pass_rates, "pass_rates")
     if np.isnan(pr).any():
         return float("nan")
-    return float(predicted_learnable(pr, G).mean())
+    return float(predicted_learnable(pr, num_generations).mean())
 
 
-def simulate_learnable(p: float, G: int, n_groups: int, seed: int) -> float:
-    """Monte-Carlo share of ``n_groups`` groups of ``G`` Bernoulli(``p``) rewards with non-zero std."""
-    _check_G(G)
+def simulate_learnable(p: float, num_generations: int, n_groups: int, seed: int) -> float:
+    """Monte-Carlo share of ``n_groups`` groups of G (``num_generations``) Bernoulli(``p``) rewards with non-zero
+    std."""
+    _check_num_generations(num_generations)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"p must lie in [0, 1], got {p}")
     if n_groups < 1:
         raise ValueError(f"n_groups must be >= 1, got {n_groups}")
     rng = np.random.default_rng(seed)
-    rewards = (rng.random((n_groups, G)) < p).astype(float)
+    rewards = (rng.random((n_groups, num_generations)) < p).astype(float)
     return float((rewards.std(axis=1) > 0).mean())
 
 
@@ -105,25 +107,26 @@ def window_steps(n_logged: int, window: float | int) -> int:
     return max(1, min(n_logged, int(window)))
 
 
-def expected_learnable_beta(a: object, b: object, G: int) -> np.ndarray:
-    """Per item ``E[1 - p^G - (1 - p)^G]`` for ``p ~ Beta(a, b)``: the chance a group of ``G`` is mixed.
+def expected_learnable_beta(a: object, b: object, num_generations: int) -> np.ndarray:
+    """Per item ``E[1 - p^G - (1 - p)^G]`` for ``p ~ Beta(a, b)``: the chance a group of G (``num_generations``) is
+    mixed.
 
     Closed form: ``E[p^G] = B(a + G, b) / B(a, b) = prod_{j<G} (a + j) / (a + b + j)`` (likewise for
     ``1 - p`` with ``b``). ``a``/``b`` broadcast; the result has their broadcast shape.
     """
-    _check_G(G)
+    _check_num_generations(num_generations)
     a_arr, b_arr = np.broadcast_arrays(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
     if np.any(~(a_arr > 0)) or np.any(~(b_arr > 0)):
         raise ValueError("Beta parameters must be positive")
     shape = a_arr.shape
     a1, b1 = a_arr.ravel(), b_arr.ravel()
-    j = np.arange(G)[:, None]
+    j = np.arange(num_generations)[:, None]
     e_pG = np.prod((a1 + j) / (a1 + b1 + j), axis=0)
     e_qG = np.prod((b1 + j) / (a1 + b1 + j), axis=0)
     return (1.0 - e_pG - e_qG).reshape(shape)
 
 
-def posterior_learnable(n_correct: np.ndarray, n_samples: np.ndarray, G: int) -> float:
+def posterior_learnable(n_correct: np.ndarray, n_samples: np.ndarray, num_generations: int) -> float:
     """Expected learnable share when each item's pass rate is uncertain: the mean over items of
     E[1 - p^G - (1 - p)^G] under p ~ Beta(c + ½, n - c + ½) (Jeffreys prior, c of n samples correct).
 
@@ -132,7 +135,7 @@ def posterior_learnable(n_correct: np.ndarray, n_samples: np.ndarray, G: int) ->
     """
     c = np.asarray(n_correct, dtype=float)
     n = np.asarray(n_samples, dtype=float)
-    return float(np.mean(expected_learnable_beta(c + 0.5, n - c + 0.5, G)))
+    return float(np.mean(expected_learnable_beta(c + 0.5, n - c + 0.5, num_generations)))
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

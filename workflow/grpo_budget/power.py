@@ -30,7 +30,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from grpo_budget.stats import _check_level, paired_seed_items
+from grpo_budget.stats import check_level, paired_seed_items
 
 __all__ = ["MAX_SEEDS", "POWER", "Components", "detectable_difference", "difference_variance", "seeds_needed",
            "variance_components"]
@@ -111,7 +111,7 @@ def difference_variance(c: Components, seeds: float | np.ndarray | None = None, 
 
 
 def _z(p: float) -> float:
-    _check_level(p)
+    check_level(p)
     return NormalDist().inv_cdf(p)
 
 

@@ -42,7 +42,7 @@ __all__ = [
 _CHUNK_ELEMS = 1_000_000
 
 
-def _as_1d(values: object, name: str) -> np.ndarray:
+def as_1d(values: object, name: str) -> np.ndarray:
     arr = np.asarray(values, dtype=float)
     if arr.ndim != 1:
         arr = arr.ravel()
@@ -51,7 +51,7 @@ def _as_1d(values: object, name: str) -> np.ndarray:
     return arr
 
 
-def _check_level(level: float) -> None:
+def check_level(level: float) -> None:
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level}")
 
@@ -91,10 +91,10 @@ def bootstrap_ci(
     statistic over ``n_boot`` resamples (items drawn with replacement). Deterministic
     for a given ``seed``. ``stat`` may accept ``axis=`` (vectorised) or take a 1-D array.
     """
-    _check_level(level)
+    check_level(level)
     if n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
-    x = _as_1d(values, "values")
+    x = as_1d(values, "values")
     rng = np.random.default_rng(seed)
     boots = np.concatenate(
         [_apply_rows(stat, x[idx]) for idx in _resample_indices(rng, x.size, n_boot)]
@@ -138,11 +138,11 @@ def paired_bootstrap_gain(
     whose base accuracy is exactly 1 have undefined relative gain and are excluded from
     the relative interval; if all are, the relative bounds are ``nan``.
     """
-    _check_level(level)
+    check_level(level)
     if n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
-    b = _as_1d(base, "base")
-    t = _as_1d(trained, "trained")
+    b = as_1d(base, "base")
+    t = as_1d(trained, "trained")
     if b.shape != t.shape:
         raise ValueError(f"base and trained must be aligned: {b.size} vs {t.size} items")
     rng = np.random.default_rng(seed)
@@ -259,7 +259,7 @@ def paired_difference_ci(
     Returns ``diff_pts`` (``100 * (mean(a) - mean(b))``), ``lo``, ``hi`` (points), ``mean_a``, ``mean_b``
     (fractions), ``n_items``, ``seeds_a``, ``seeds_b``.
     """
-    _check_level(level)
+    check_level(level)
     if n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
     A, B = paired_seed_items(a, b)

@@ -1,4 +1,5 @@
-# Validation, then thin lookups into grpo_budget.experiment.plan (paths, grid, settings) and the registries.
+# Validation, then thin lookups into grpo_budget.experiment.plan (paths, grid), the job builders
+# (grpo_budget.cluster.jobs) and the registries.
 
 import json
 import os
@@ -13,14 +14,15 @@ from snakemake.utils import min_version
 from grpo_budget import failures, lock
 from grpo_budget.io import damage, write_text
 from grpo_budget.aggregate.answer import closing_lines
-from grpo_budget.aggregate.run import OUTPUTS, caption, names, report_category
+from grpo_budget.aggregate.run import OUTPUTS, built, caption, names, report_category
 from grpo_budget.cluster import cost, memory_plan
-from grpo_budget.cluster.rules import RULES, job_name, job_pattern, log_folder
+from grpo_budget.cluster.jobs import generation_job, training_job
 from grpo_budget.cluster.work import write_jobs
+from grpo_budget.config.schema import ConfigError
+from grpo_budget.errors import UserError
 from grpo_budget.experiment import config as grpo_config
 from grpo_budget.experiment import plan, provenance, relative
-from grpo_budget.errors import UserError
-from grpo_budget.experiment.schema import ConfigError
+from grpo_budget.experiment.rules import RULES, job_name, job_pattern, log_folder
 from grpo_budget.hub import fetched, hub_id_of, store_pattern
 from grpo_budget.select.policies import arm_names, policy_of
 
@@ -54,7 +56,7 @@ NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 
 
 def log_file(rule):
-    """A rule's log file, named as grpo_budget.cluster.rules.RULES says (the cost plan reads the same table)."""
+    """A rule's log file, named as grpo_budget.experiment.rules.RULES says (the cost plan reads the same table)."""
     return P.log.format(rule=log_folder(rule), name=job_pattern(config, rule))
 
 
@@ -145,19 +147,11 @@ def record_args(rule):
     return args
 
 
-# Host memory of the GPU rules, scaled to the model (config `models.NAME.size_b`, billions of parameters): the
-# weights pass through host memory on loading (2 GB per billion in bf16). Host memory (MB) = base + per_billion *
-# size_b. GPU memory is the memory plan's (grpo_budget.cluster.memory_plan), checked above.
-GPU_SCALING = {  # by stage (grpo_budget.cluster.rules.RULES)
-    "score": {"mem_mb": (16000, 4000)},
-    "train": {"mem_mb": (32000, 6000)},
-    "evaluate": {"mem_mb": (16000, 4000)},
-}
-
-
-def scaled(rule, resource):
-    """A resource callable of a GPU rule, from its stage and the model's size."""
-    base, per_billion = GPU_SCALING[RULES[rule].stage][resource]
+def host_mb(rule):
+    """A GPU rule's host memory (MB), scaled to the model (config `models.NAME.size_b`, billions of parameters):
+    base + per billion x size_b, as grpo_budget.experiment.rules.RULES says. GPU memory is the memory plan's
+    (grpo_budget.cluster.memory_plan), checked above."""
+    base, per_billion = RULES[rule].host_mb
     return lambda wc: int(base + per_billion * config["models"][wc.model]["size_b"])
 
 
@@ -210,10 +204,10 @@ GPU_ENV = "../../envs/grpo-budget-gpu.yaml" if config["device"] == "cuda" else "
 CPU_ENV = "../../envs/grpo-budget.yaml"
 
 
-def get_group_size_arg(wildcards):
+def get_num_generations_arg(wildcards):
     """``--group-size G`` for a policy that ranks by the training G (others do not, so their jobs never re-run
     when G changes)."""
-    needs = policy_of(wildcards.policy).needs_group_size
+    needs = policy_of(wildcards.policy).needs_num_generations
     return f" --group-size {config['training']['num_generations']}" if needs else ""
 
 
@@ -234,16 +228,14 @@ def get_adaptive_cuts_arg(wildcards):
     return f" --cuts {shlex.quote(as_json(cuts))}" if cuts else ""
 
 
-def get_generation_settings(section):
-    """A generating job's settings, with the device, dtype and the memory plan's vLLM context length."""
-    return lambda wc: as_json(memory_plan.job_generation(
-        config, wc.model, plan.generation_settings(config, section, wc.model, getattr(wc, "evalset", None))))
+def get_generation_settings(rule):
+    """A generating job's complete settings (grpo_budget.cluster.jobs.generation_job)."""
+    return lambda wc: as_json(generation_job(config, rule, wc.model, getattr(wc, "evalset", None)).settings)
 
 
 def get_training_settings(wildcards):
-    """A training job's settings, with the device, dtype and the memory plan's choices in place of `auto`."""
-    return as_json(memory_plan.job_training(
-        config, wildcards.model, plan.training_settings(config, wildcards.model, getattr(wildcards, "variant", None))))
+    """A training job's complete settings (grpo_budget.cluster.jobs.training_job)."""
+    return as_json(training_job(config, wildcards.model, getattr(wildcards, "variant", None)).settings)
 
 
 def get_final_only(wildcards):
@@ -258,10 +250,10 @@ def get_output_files(name):
 
 def final_targets():
     """Every aggregate output; those that need out-of-distribution sets only when some dataset lists them."""
-    built = [n for n, o in OUTPUTS.items() if (not o.needs_ood or plan.has_ood(config)) and o.wanted(config)]
+    wanted = built(config)
     files = [P.summary_csv, P.summary_md, P.summary_seeds, P.summary_html, P.summary_rst]
-    files += expand([P.figure, P.figure_pdf], name=[n for n in built if OUTPUTS[n].kind == "figure"])
-    files += expand([P.table, P.table_md, P.table_html], name=[n for n in built if OUTPUTS[n].kind == "table"])
+    files += expand([P.figure, P.figure_pdf], name=[n for n in wanted if OUTPUTS[n].kind == "figure"])
+    files += expand([P.table, P.table_md, P.table_html], name=[n for n in wanted if OUTPUTS[n].kind == "table"])
     return files
 
 

@@ -12,11 +12,11 @@ rule evaluate_base:
     params:
         record=record_args("evaluate_base"),
         model=get_model_path,
-        settings=get_generation_settings("evaluation"),
+        settings=get_generation_settings("evaluate_base"),
         dataset=lambda wc: get_dataset(wc, wc.evalset),
     threads: 1
     resources:
-        mem_mb=scaled("evaluate_base", "mem_mb"),
+        mem_mb=host_mb("evaluate_base"),
         runtime=job_runtime("evaluate_base"),
     log:
         log_file("evaluate_base"),
@@ -42,12 +42,12 @@ rule evaluate:
     params:
         record=record_args("evaluate"),
         model=get_model_path,
-        settings=get_generation_settings("evaluation"),
+        settings=get_generation_settings("evaluate"),
         dataset=lambda wc: get_dataset(wc, wc.evalset),
         final_only=get_final_only,
     threads: 1
     resources:
-        mem_mb=scaled("evaluate", "mem_mb"),
+        mem_mb=host_mb("evaluate"),
         runtime=job_runtime("evaluate"),
     log:
         log_file("evaluate"),

@@ -12,12 +12,12 @@ rule score:
     params:
         record=record_args("score"),
         model=get_model_path,
-        settings=get_generation_settings("scoring"),
+        settings=get_generation_settings("score"),
         dataset=get_dataset,
         cuts=get_adaptive_cuts_arg,
     threads: 1
     resources:
-        mem_mb=scaled("score", "mem_mb"),
+        mem_mb=host_mb("score"),
         runtime=job_runtime("score"),
     log:
         log_file("score"),
@@ -46,7 +46,7 @@ rule verify:
         dataset=get_dataset,
     threads: 1
     resources:
-        mem_mb=scaled("verify", "mem_mb"),
+        mem_mb=host_mb("verify"),
         runtime=job_runtime("verify"),
     log:
         log_file("verify"),
@@ -73,12 +73,12 @@ rule drift:
     params:
         record=record_args("drift"),
         model=get_model_path,
-        settings=get_generation_settings("scoring"),
+        settings=get_generation_settings("drift"),
         dataset=get_dataset,
         cuts=get_adaptive_cuts_arg,
     threads: 1
     resources:
-        mem_mb=scaled("drift", "mem_mb"),
+        mem_mb=host_mb("drift"),
         runtime=job_runtime("drift"),
     log:
         log_file("drift"),

@@ -12,7 +12,7 @@ rule select:
         record=record_args("select"),
         tiers=lambda wc: as_json(config["datasets"][wc.dataset].get("tiers")),
         rounding=config["budget_rounding"],
-        group_size=get_group_size_arg,
+        group_size=get_num_generations_arg,  # training.num_generations, under the name select records have held
         source=get_source_arg,
     log:
         log_file("select"),

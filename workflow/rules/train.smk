@@ -18,7 +18,7 @@ rule train:
         dataset=get_dataset,
     threads: 1
     resources:
-        mem_mb=scaled("train", "mem_mb"),
+        mem_mb=host_mb("train"),
         runtime=job_runtime("train"),
     log:
         log_file("train"),

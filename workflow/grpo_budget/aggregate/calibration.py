@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 
 from grpo_budget import stats
-from grpo_budget.aggregate.read import _available, _read
+from grpo_budget.aggregate.read import available_columns, read_table
 from grpo_budget.experiment.plan import FULL_LABEL, Listing, parse_budget
-from grpo_budget.experiment.settings import Analysis
+from grpo_budget.config.settings import Analysis
 from grpo_budget.select.policies import difficulty, select
 from grpo_budget.select.sources import ranking_counts
 
@@ -94,15 +94,15 @@ def label_free_calibration(runs: Listing, s: Analysis) -> pd.DataFrame:
             "n_agree", "agreement", "answer_entropy"]
     rows = []
     for sc in runs.scores:
-        gold = _read(sc.path, _available(sc.path, cols))
+        gold = read_table(sc.path, available_columns(sc.path, cols))
         if "agreement" not in gold or gold["pass_rate"].isna().all():
             continue  # scored before label-free difficulty, or an unlabeled pool: nothing to check against
         truth = difficulty(gold)
         signals = {"agreement": ranking_counts(gold, "agreement"), "answer_entropy": None}
         proxy = None
         if sc.dataset in proxies:
-            proxy = _read(proxies[sc.dataset], _available(proxies[sc.dataset], cols)).set_index("id").loc[gold["id"]]
-            proxy = proxy.reset_index()
+            path = proxies[sc.dataset]
+            proxy = read_table(path, available_columns(path, cols)).set_index("id").loc[gold["id"]].reset_index()
             signals.update(proxy=proxy, proxy_agreement=ranking_counts(proxy, "agreement"))
         key = {"model": sc.model, "dataset": sc.dataset}
         # The label-selected subsets every source is compared with, once per budget and policy.

@@ -5,7 +5,7 @@ An arm's generated tokens are its training rollouts' completion tokens, kept and
 ``rollouts/generated_tokens``), plus, for an arm whose policy ranked the pool by scores, every completion token of
 that scoring (charged in full to each such arm: it is what choosing that subset cost). GPU-hours price the
 generated tokens and the tokens trained on at the cost plan's default rates for the model's size
-(:class:`grpo_budget.cluster.hardware.Hardware`: an A100 roofline), so they compare arms, not clusters.
+(:class:`grpo_budget.hardware.Hardware`: an A100 roofline), so they compare arms, not clusters.
 
 At matched compute every arm is read at the same total of generated tokens: the most that every seed of every
 arm of a panel reached. Each seed's accuracy curve runs from the base model at 0 tokens (and, for a scored arm,
@@ -19,8 +19,9 @@ import numpy as np
 import pandas as pd
 
 from grpo_budget import stats
-from grpo_budget.aggregate.read import _available, _label, _read, _records, _sort_arms, finish, shared_ids
-from grpo_budget.cluster.hardware import DEFAULTS
+from grpo_budget.aggregate.read import (arm_label, available_columns, finish, item_records, read_table, shared_ids,
+                                        sort_arms)
+from grpo_budget.hardware import DEFAULTS
 from grpo_budget.errors import UserError
 from grpo_budget.experiment.plan import Listing, RunFiles
 from grpo_budget.select.policies import policy_of
@@ -34,18 +35,18 @@ COST_COLUMNS = ["model", "dataset", "policy", "budget", "variant", "seed", "scor
 
 def scoring_tokens(path: str) -> float:
     """Completion tokens a score table's sampling generated: ``mean_completion_tokens x n_samples`` summed."""
-    s = _read(path, ["n_samples", "mean_completion_tokens"])
+    s = read_table(path, ["n_samples", "mean_completion_tokens"])
     return float((s["n_samples"] * s["mean_completion_tokens"].fillna(0)).sum())
 
 
 def rollouts(log_path: str) -> pd.DataFrame:
     """Per optimizer step of a train log: rollouts generated and discarded, completion tokens generated and, from
     TRL's running ``num_tokens`` (prompt + completion of every rollout), the tokens trained on (the kept share)."""
-    cols = _available(log_path, ROLLOUT_COLUMNS)
+    cols = available_columns(log_path, ROLLOUT_COLUMNS)
     if "rollouts/generated_tokens" not in cols:
         raise UserError(f"{log_path}: no rollouts/generated_tokens column (a run trained before the trainer "
                          "counted its rollouts): delete the run's train_log.parquet and manifest.json to retrain it")
-    log = _read(log_path, cols).dropna(subset=["rollouts/generated"]).drop_duplicates("step", keep="last")
+    log = read_table(log_path, cols).dropna(subset=["rollouts/generated"]).drop_duplicates("step", keep="last")
     log = log.sort_values("step")
     seen = log["num_tokens"].diff().fillna(log["num_tokens"]) if "num_tokens" in log else 0.0
     kept = 1 - log["rollouts/discarded"] / log["rollouts/generated"]
@@ -88,8 +89,8 @@ def arm_costs(runs: Listing) -> pd.DataFrame:
                      "generated_tokens": score_tokens + float(roll["tokens"].sum()),
                      "rollouts_generated": int(gen), "rollouts_discarded": int(disc),
                      "discarded_share": float(disc / gen) if gen else np.nan,
-                     "labels_bought": int(labels_bought(_read(r.subset))["total"]), "gpu_hours": float(hours)})
-    return finish(_sort_arms(pd.DataFrame(rows, columns=COST_COLUMNS)).reset_index(drop=True), runs)
+                     "labels_bought": int(labels_bought(read_table(r.subset))["total"]), "gpu_hours": float(hours)})
+    return finish(sort_arms(pd.DataFrame(rows, columns=COST_COLUMNS)).reset_index(drop=True), runs)
 
 
 def curve(base: np.ndarray, checkpoints: dict[int, np.ndarray], scoring: float,
@@ -126,7 +127,7 @@ def seed_curves(runs: Listing) -> Curves:
     """Per panel (model, dataset, evalset) and arm (policy, budget, variant): each seed's curve, on the test items
     every arm of the panel shares."""
     recs: dict[tuple, dict[tuple, list[dict]]] = {}
-    for rec in _records(runs):
+    for rec in item_records(runs):
         r = rec["run"]
         recs.setdefault((r.model, r.dataset, rec["evalset"]), {}).setdefault((r.policy, r.budget, r.variant),
                                                                            []).append(rec)
@@ -174,7 +175,7 @@ def matched_compute(runs: Listing, level: float, n_boot: int, seed: int) -> pd.D
             for b in names[i + 1:]:
                 d = stats.paired_difference_ci(acc[a], acc[b], n_boot, seed, level)
                 v = stats.verdict(d["lo"], d["hi"])
-                la, lb = _label(*a), _label(*b)
+                la, lb = arm_label(*a), arm_label(*b)
                 rows.append({"model": model, "dataset": dataset, "evalset": evalset, "ood": evalset != dataset,
                              "tokens": tokens, "arm_a": la, "arm_b": lb, "seeds_a": acc[a].shape[0],
                              "seeds_b": acc[b].shape[0], "n_items": acc[a].shape[1],

@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 
 from grpo_budget import stats
-from grpo_budget.aggregate.learnable import _learnable_row
-from grpo_budget.aggregate.read import ARM, KEYS, _available, _read, _records, _sort_arms, finish
+from grpo_budget.aggregate.learnable import learnable_row
+from grpo_budget.aggregate.read import ARM, KEYS, available_columns, read_table, item_records, sort_arms, finish
 from grpo_budget.experiment.plan import Listing
-from grpo_budget.experiment.settings import Analysis
+from grpo_budget.config.settings import Analysis
 from grpo_budget.select.sources import labels_bought
 
 
@@ -43,13 +43,13 @@ def compare(base: np.ndarray, trained: np.ndarray, s: Analysis) -> dict:
 def summary_table(runs: Listing, s: Analysis) -> pd.DataFrame:
     """One row per run and evaluation set: base, final and best accuracy, paired-bootstrap gain, learnability."""
     rows = []
-    learn = {id(r): _learnable_row(r, runs, s) for r in runs.runs}
-    for rec in _records(runs):
+    learn = {id(r): learnable_row(r, runs, s) for r in runs.runs}
+    for rec in item_records(runs):
         r, steps = rec["run"], rec["steps"]
         by_step = steps.mean()
         final_step, best_step = int(by_step.index.max()), int(by_step.idxmax())
         c = compare(rec["base"].to_numpy(), steps[final_step].to_numpy(), s)
-        subset = _read(r.subset, _available(r.subset, ["pass_rate", "scoring_labels"]))
+        subset = read_table(r.subset, available_columns(r.subset, ["pass_rate", "scoring_labels"]))
         lr = learn[id(r)]
         rows.append({
             **{k: getattr(r, k) for k in KEYS}, "evalset": rec["evalset"], "ood": rec["ood"], "n_test": c["n_items"],
@@ -63,13 +63,14 @@ def summary_table(runs: Listing, s: Analysis) -> pd.DataFrame:
             "learnable_pct": lr["observed_all_pct"],
             "predicted_learnable_pct": lr["predicted_pct"],
         })
-    return finish(_sort_arms(pd.DataFrame(rows), ["seed"]).reset_index(drop=True), runs)
+    return finish(sort_arms(pd.DataFrame(rows), ["seed"]).reset_index(drop=True), runs)
 
 
 def _records_by_arm(runs: Listing) -> dict[tuple, list[dict]]:
-    """The records of :func:`grpo_budget.aggregate.read._records` grouped by arm (model, dataset, policy, budget) and evaluation set."""
+    """The records of :func:`grpo_budget.aggregate.read.item_records` grouped by arm (model, dataset, policy, budget)
+    and evaluation set."""
     groups: dict[tuple, list[dict]] = {}
-    for rec in _records(runs):
+    for rec in item_records(runs):
         groups.setdefault((*[getattr(rec["run"], k) for k in ARM], rec["evalset"]), []).append(rec)
     return groups
 
@@ -84,14 +85,15 @@ def gains_over_seeds(runs: Listing, s: Analysis, bought: bool = True) -> pd.Data
         finals = np.stack([rec["steps"][rec["steps"].columns.max()].loc[base.index].to_numpy() for rec in recs])
         best = [rec["steps"].mean().max() for rec in recs]
         c = compare(base.to_numpy(), finals, s)
-        labels = [labels_bought(_read(rec["run"].subset, _available(rec["run"].subset, ["id", "scoring_labels"])))
-                  ["total"] for rec in recs] if bought else [np.nan]
+        labels = [labels_bought(read_table(rec["run"].subset,
+                                           available_columns(rec["run"].subset, ["id", "scoring_labels"])))["total"]
+                  for rec in recs] if bought else [np.nan]
         rows.append({**dict(zip(ARM + ["evalset"], key)), "ood": recs[0]["ood"], "n_test": c["n_items"],
                      "n_seeds": c["n_seeds"], "labels_bought": float(np.mean(labels)), "base_acc": c["base_acc"], "final_acc": c["final_acc"],
                      "final_sd": c["final_sd"], "best_acc": float(np.mean(best)), "gain_pts": c["gain_pts"],
                      "gain_sd": c["gain_sd"], "gain_lo": c["gain_lo"], "gain_hi": c["gain_hi"],
                      "rel_gain": c["rel_gain"]})
-    return finish(_sort_arms(pd.DataFrame(rows)).reset_index(drop=True), runs)
+    return finish(sort_arms(pd.DataFrame(rows)).reset_index(drop=True), runs)
 
 
 def curves(runs: Listing, s: Analysis) -> pd.DataFrame:
@@ -111,4 +113,4 @@ def curves(runs: Listing, s: Analysis) -> pd.DataFrame:
             lo, hi = stats.bootstrap_mean_ci(mat, s.n_boot, s.seed, s.level)
             rows.append({**dict(zip(ARM + ["evalset"], key)), "step": int(step), "n_seeds": len(recs),
                          "accuracy": float(mat.mean()), "lo": lo, "hi": hi})
-    return finish(_sort_arms(pd.DataFrame(rows), ["step"]).reset_index(drop=True), runs)
+    return finish(sort_arms(pd.DataFrame(rows), ["step"]).reset_index(drop=True), runs)

@@ -26,13 +26,13 @@ def _read_cached(path: str, columns: tuple | None, _stamp: tuple) -> pd.DataFram
     return read_parquet(path, columns=list(columns) if columns else None)
 
 
-def _read(path: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
+def read_table(path: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """A Parquet file (cached per path, columns and modification time; do not modify the result)."""
     st = os.stat(path)
     return _read_cached(str(path), tuple(columns) if columns else None, (st.st_mtime_ns, st.st_size))
 
 
-def _available(path: str, wanted: Sequence[str]) -> list[str]:
+def available_columns(path: str, wanted: Sequence[str]) -> list[str]:
     try:
         names = set(pq.read_schema(path).names)
     except Exception:  # noqa: BLE001 - read_parquet names the file and says how to recover
@@ -41,23 +41,23 @@ def _available(path: str, wanted: Sequence[str]) -> list[str]:
     return [c for c in wanted if c in names]
 
 
-def _eval_items(path: str) -> pd.DataFrame:
+def eval_items(path: str) -> pd.DataFrame:
     """An evaluation file as rows (id, step) with accuracy and, where present, n_samples and n_correct."""
-    cols = _available(path, ["id", "step", "accuracy", "n_samples", "n_correct"])
-    return _read(path, cols)
+    cols = available_columns(path, ["id", "step", "accuracy", "n_samples", "n_correct"])
+    return read_table(path, cols)
 
 
 def _by_step(path: str) -> pd.DataFrame:
     """Per-item accuracy of an evaluation file: index id, one column per step."""
-    ev = _eval_items(path)
+    ev = eval_items(path)
     return ev.pivot(index="id", columns="step", values="accuracy").sort_index()
 
 
-def _base_items(runs: Listing) -> dict:
+def base_items(runs: Listing) -> dict:
     return {(b.model, b.evalset): b.path for b in runs.base}
 
 
-def _label(policy: str, budget: str, variant: str = "") -> str:
+def arm_label(policy: str, budget: str, variant: str = "") -> str:
     return f"{policy} @ {budget}" + (f" · {variant}" if variant else "")
 
 
@@ -72,7 +72,7 @@ def finish(df: pd.DataFrame, runs: Listing) -> pd.DataFrame:
     return df if runs.variants or "variant" not in df else df.drop(columns="variant")
 
 
-def _policy_rank(arm: str) -> int:
+def policy_rank(arm: str) -> int:
     """Display rank of an arm: its policy's registry order, then its difficulty source's (labels first)."""
     policy, source = split_arm(arm)
     order, sources = list(POLICIES), list(SOURCES)
@@ -80,16 +80,16 @@ def _policy_rank(arm: str) -> int:
         sources.index(source) if source in sources else len(sources))
 
 
-def _policy_color(arm: str) -> str:
+def policy_color(arm: str) -> str:
     """An arm's colour: its policy's (its source tells it apart by line style or label)."""
     policy = split_arm(arm)[0]
     return POLICIES[policy].color if policy in POLICIES else "C7"
 
 
-def _sort_arms(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
+def sort_arms(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
     if df.empty:
         return df
-    tmp = {"_policy_rank": df["policy"].map(_policy_rank),
+    tmp = {"_policy_rank": df["policy"].map(policy_rank),
            "_budget_kind": df["budget"].map(lambda b: budget_sort_key(str(b))[0]),
            "_budget_value": df["budget"].map(lambda b: budget_sort_key(str(b))[1])}
     if "evalset" in df:  # the training set's own test set first, then the out-of-distribution sets
@@ -133,9 +133,9 @@ def shared_ids(groups: Iterable[list[dict]]) -> pd.Index:
     return ids
 
 
-def _records(runs: Listing) -> list[dict]:
+def item_records(runs: Listing) -> list[dict]:
     """Per run and evaluation set: base and per-checkpoint per-item accuracy on the common items."""
-    base = _base_items(runs)
+    base = base_items(runs)
     out = []
     for r in runs.runs:
         for evalset, path in r.evals.items():

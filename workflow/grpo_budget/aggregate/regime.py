@@ -13,10 +13,10 @@ import pandas as pd
 from grpo_budget.aggregate.answer import beats
 from grpo_budget.aggregate.gains import gains_over_seeds
 from grpo_budget.aggregate.prediction import FEATURES, subset_features
-from grpo_budget.aggregate.read import _available, _read
+from grpo_budget.aggregate.read import available_columns, read_table
 from grpo_budget.aggregate.verdicts import verdict_table
 from grpo_budget.experiment.plan import Listing
-from grpo_budget.experiment.settings import Analysis
+from grpo_budget.config.settings import Analysis
 
 PROFILE = ["pool_items", "pool_mean", "share_zero", "share_mixed", "share_one", "mean_samples"]
 
@@ -52,7 +52,7 @@ def regime_table(runs: Listing, s: Analysis) -> pd.DataFrame:
     rows = []
     for key, g in gains.groupby(by, sort=False):
         path = score_paths.get(key[:2])
-        prof = (profile(_read(path, _available(path, ["n_samples", "n_correct"]))) if path
+        prof = (profile(read_table(path, available_columns(path, ["n_samples", "n_correct"]))) if path
                 else dict.fromkeys(PROFILE, np.nan))
         v = verdicts
         for k, val in zip(by, key):
@@ -83,7 +83,8 @@ def map_arms(runs: Listing, s: Analysis) -> pd.DataFrame:
     keys = ["model", "dataset", "budget"] + (["variant"] if "variant" in table else [])
     features: dict[tuple, list[dict]] = {}
     for r in runs.runs:
-        subset = _read(r.subset, _available(r.subset, ["n_correct", "n_samples", "eb_prior_a", "eb_prior_b"]))
+        columns = available_columns(r.subset, ["n_correct", "n_samples", "eb_prior_a", "eb_prior_b"])
+        subset = read_table(r.subset, columns)
         key = tuple(getattr(r, k) for k in keys) + (r.policy,)
         features.setdefault(key, []).append(subset_features(subset, int(runs.training_value(r, "num_generations"))))
     rows = []
@@ -96,5 +97,5 @@ def map_arms(runs: Listing, s: Analysis) -> pd.DataFrame:
             rows.append({"base": " · ".join(str(row[k]) for k in keys if str(row[k])), "model": row["model"],
                          "policy": policy, "gain": float(row[f"gain_{policy}"]), "first": policy in first,
                          **{c: float(f[c].mean()) if c in f else np.nan for c in FEATURES if c != "pool_mean"},
-                         "pool_mean": float(row["pool_mean"])})
+                         "pool_mean": np.nan if row["pool_mean"] is None else float(row["pool_mean"])})  # no pool
     return pd.DataFrame(rows, columns=["base", "model", "policy", "gain", "first", *FEATURES])

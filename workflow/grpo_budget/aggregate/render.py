@@ -9,29 +9,29 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from grpo_budget.aggregate.read import _label
+from grpo_budget.aggregate.read import arm_label
 from grpo_budget.io import atomic_path, write_text
 from grpo_budget.power import POWER
 
 
-def _f(x: float, fmt: str) -> str:
+def formatted(x: float, fmt: str) -> str:
     return "–" if x is None or (isinstance(x, float) and not np.isfinite(x)) else format(x, fmt)
 
 
-def _pct(x: float) -> str:
-    return _f(100 * x if x is not None else x, ".1f")
+def pct(x: float) -> str:
+    return formatted(100 * x if x is not None else x, ".1f")
 
 
-def _mean_sd(mean: float, sd: float, n: int, fmt: str = "+.1f", scale: float = 1.0) -> str:
-    out = _f(scale * mean, fmt)
-    return out + (f" ± {_f(scale * sd, '.1f')}" if n > 1 and np.isfinite(sd) else "")
+def mean_sd(mean: float, sd: float, n: int, fmt: str = "+.1f", scale: float = 1.0) -> str:
+    out = formatted(scale * mean, fmt)
+    return out + (f" ± {formatted(scale * sd, '.1f')}" if n > 1 and np.isfinite(sd) else "")
 
 
-def _interval_text(lo: float, hi: float, fmt: str = "+.1f", scale: float = 1.0) -> str:
-    return f"[{_f(scale * lo, fmt)}, {_f(scale * hi, fmt)}]"
+def interval_text(lo: float, hi: float, fmt: str = "+.1f", scale: float = 1.0) -> str:
+    return f"[{formatted(scale * lo, fmt)}, {formatted(scale * hi, fmt)}]"
 
 
-def _seeds_text(needed: float, seeds_a: int, seeds_b: int) -> str:
+def seeds_text(needed: float, seeds_a: int, seeds_b: int) -> str:
     """A verdict row's ``seeds_needed`` in words; empty when there is nothing to say (a decided pair)."""
     if np.isfinite(needed):
         return f"{int(needed)} seeds per arm for {POWER:.0%} power"
@@ -40,18 +40,18 @@ def _seeds_text(needed: float, seeds_a: int, seeds_b: int) -> str:
     return "≥ 2 seeds per arm to estimate" if min(seeds_a, seeds_b) < 2 else ""
 
 
-def _pair_columns(g: pd.DataFrame, a: str, b: str, level: float, seeds_to_decide: bool = False) -> dict:
+def pair_columns(g: pd.DataFrame, a: str, b: str, level: float, seeds_to_decide: bool = False) -> dict:
     """A pairwise table's display columns: A and B (columns ``a`` and ``b`` of ``g``), seeds, accuracies, A − B with
     its interval and the verdict (then the seeds to decide an undecided pair, with ``seeds_to_decide``)."""
     cols = {
         "A": g[a], "B": g[b], "seeds": [f"{x}/{y}" for x, y in zip(g["seeds_a"], g["seeds_b"])],
-        "A %": g["acc_a"].map(_pct), "B %": g["acc_b"].map(_pct),
-        "A − B (pts)": g["diff_pts"].map(lambda x: _f(x, "+.1f")),
-        f"{level:.0%} interval": [_interval_text(lo, hi) for lo, hi in zip(g["diff_lo"], g["diff_hi"])],
+        "A %": g["acc_a"].map(pct), "B %": g["acc_b"].map(pct),
+        "A − B (pts)": g["diff_pts"].map(lambda x: formatted(x, "+.1f")),
+        f"{level:.0%} interval": [interval_text(lo, hi) for lo, hi in zip(g["diff_lo"], g["diff_hi"])],
         "verdict": g["verdict"],
     }
     if seeds_to_decide:
-        cols["seeds to decide"] = [_seeds_text(n, x, y) or "–"
+        cols["seeds to decide"] = [seeds_text(n, x, y) or "–"
                                    for n, x, y in zip(g["seeds_needed"], g["seeds_a"], g["seeds_b"])]
     return cols
 
@@ -65,7 +65,7 @@ def _markdown_table(df: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _sections(df: pd.DataFrame, by: Sequence[str]):
+def groups_of(df: pd.DataFrame, by: Sequence[str]):
     if df.empty:
         return []
     return list(df.groupby(list(by), sort=False))
@@ -90,7 +90,7 @@ def read_answer(md_path: str) -> list[str]:
     return [p.strip() for p in inside.split("\n\n") if p.strip()]
 
 
-def _write_outputs(outs: Sequence[str], per_seed: pd.DataFrame, title: str, note: str,
+def write_outputs(outs: Sequence[str], per_seed: pd.DataFrame, title: str, note: str,
                    sections: list[tuple[str, pd.DataFrame, list[str]]], lead: Sequence[str] = ()) -> None:
     """CSV (``per_seed``, full precision), Markdown and HTML (the display ``sections``: heading, frame, notes);
     ``lead``: paragraphs before the note (the answer), marked in the Markdown so that :func:`read_answer` finds
@@ -123,13 +123,13 @@ def _write_outputs(outs: Sequence[str], per_seed: pd.DataFrame, title: str, note
                    f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n", html_out)
 
 
-def _heading(key: tuple) -> str:
+def section_heading(key: tuple) -> str:
     model, dataset, evalset = key
     where = "in distribution" if evalset == dataset else "out of distribution"
     return f"{model} · trained on {dataset} · tested on {evalset} ({where})"
 
 
-def _with_variant(disp: pd.DataFrame, g: pd.DataFrame, after: str = "budget") -> pd.DataFrame:
+def with_variant(disp: pd.DataFrame, g: pd.DataFrame, after: str = "budget") -> pd.DataFrame:
     """A display frame with the arms' sweep variant after column ``after`` (where the table has variants)."""
     if "variant" not in g:
         return disp
@@ -138,5 +138,5 @@ def _with_variant(disp: pd.DataFrame, g: pd.DataFrame, after: str = "budget") ->
     return disp
 
 
-def _arm(row) -> str:
-    return _label(row["policy"], row["budget"], row.get("variant", ""))
+def row_label(row) -> str:
+    return arm_label(row["policy"], row["budget"], row.get("variant", ""))

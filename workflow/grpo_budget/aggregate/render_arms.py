@@ -13,23 +13,23 @@ from grpo_budget.aggregate.answer import answer_sentences, landing_rst, overlap_
 from grpo_budget.aggregate.gains import gains_over_seeds, summary_table
 from grpo_budget.aggregate.learnable import learnable_table
 from grpo_budget.aggregate.outputs import output
-from grpo_budget.aggregate.read import ARM, PANEL, _label, _read, keys_in
+from grpo_budget.aggregate.read import ARM, PANEL, arm_label, read_table, keys_in
 from grpo_budget.aggregate.signal import signal_lines
 from grpo_budget.aggregate.render import (
-    _arm,
-    _f,
-    _heading,
-    _interval_text,
-    _mean_sd,
-    _pct,
-    _sections,
-    _with_variant,
-    _write_outputs,
+    row_label,
+    formatted,
+    section_heading,
+    interval_text,
+    mean_sd,
+    pct,
+    groups_of,
+    with_variant,
+    write_outputs,
 )
 from grpo_budget.aggregate.tiers import difficulty_table, ood_table
 from grpo_budget.aggregate.verdicts import verdict_table
 from grpo_budget.experiment.plan import Listing
-from grpo_budget.experiment.settings import Analysis
+from grpo_budget.config.settings import Analysis
 from grpo_budget.io import atomic_path, read_json, write_text
 
 
@@ -46,30 +46,30 @@ def write_summary(runs: Listing, outs: list[str], s: Analysis) -> None:
     arm = keys_in(table, ARM)
     learn = table.groupby(arm, sort=False)[["learnable_pct", "predicted_learnable_pct"]].mean()
     sections = []
-    for key, g in _sections(over, PANEL):
+    for key, g in groups_of(over, PANEL):
         disp = pd.DataFrame({
             "policy": g["policy"], "budget": g["budget"], "seeds": g["n_seeds"],
-            "base %": g["base_acc"].map(_pct),
-            "final %": [_mean_sd(a, sd, n, ".1f", 100) for a, sd, n in zip(g["final_acc"], g["final_sd"], g["n_seeds"])],
-            "best %": g["best_acc"].map(_pct),
-            "gain (pts)": [_mean_sd(a, sd, n) for a, sd, n in zip(g["gain_pts"], g["gain_sd"], g["n_seeds"])],
-            f"{s.level:.0%} interval": [_interval_text(lo, hi) for lo, hi in zip(g["gain_lo"], g["gain_hi"])],
-            "labels bought": g["labels_bought"].map(lambda x: _f(x, ".0f")),
-            "rel. gain": [_f(100 * x, "+.1f") + "%" for x in g["rel_gain"]],
-            "learnable %": [_f(learn.loc[tuple(r[k] for k in arm), "learnable_pct"], ".1f") for _, r in g.iterrows()],
-            "predicted %": [_f(learn.loc[tuple(r[k] for k in arm), "predicted_learnable_pct"], ".1f")
+            "base %": g["base_acc"].map(pct),
+            "final %": [mean_sd(a, sd, n, ".1f", 100) for a, sd, n in zip(g["final_acc"], g["final_sd"], g["n_seeds"])],
+            "best %": g["best_acc"].map(pct),
+            "gain (pts)": [mean_sd(a, sd, n) for a, sd, n in zip(g["gain_pts"], g["gain_sd"], g["n_seeds"])],
+            f"{s.level:.0%} interval": [interval_text(lo, hi) for lo, hi in zip(g["gain_lo"], g["gain_hi"])],
+            "labels bought": g["labels_bought"].map(lambda x: formatted(x, ".0f")),
+            "rel. gain": [formatted(100 * x, "+.1f") + "%" for x in g["rel_gain"]],
+            "learnable %": [formatted(learn.loc[tuple(r[k] for k in arm), "learnable_pct"], ".1f") for _, r in g.iterrows()],
+            "predicted %": [formatted(learn.loc[tuple(r[k] for k in arm), "predicted_learnable_pct"], ".1f")
                             for _, r in g.iterrows()],
         })
-        disp = _with_variant(disp, g)
+        disp = with_variant(disp, g)
         notes = []
         if len(g) > 1:
             top = g.loc[g["gain_pts"].idxmax()]
             bottom = g.loc[g["gain_pts"].idxmin()]
-            notes.append(f"Largest gain: {_arm(top)}, {top['gain_pts']:+.1f} pts "
-                         f"({s.level:.0%} interval {_interval_text(top['gain_lo'], top['gain_hi'])}); "
-                         f"smallest: {_arm(bottom)}, {bottom['gain_pts']:+.1f} pts "
-                         f"{_interval_text(bottom['gain_lo'], bottom['gain_hi'])}.")
-        sections.append((_heading(key), disp, notes))
+            notes.append(f"Largest gain: {row_label(top)}, {top['gain_pts']:+.1f} pts "
+                         f"({s.level:.0%} interval {interval_text(top['gain_lo'], top['gain_hi'])}); "
+                         f"smallest: {row_label(bottom)}, {bottom['gain_pts']:+.1f} pts "
+                         f"{interval_text(bottom['gain_lo'], bottom['gain_hi'])}.")
+        sections.append((section_heading(key), disp, notes))
     note = (f"Accuracy in %. Gain = final checkpoint − base model, in points, with a {s.level:.0%} paired "
             "bootstrap interval over test items (with several seeds: over seeds and items; ± = std over seeds). "
             "Best = the best checkpoint's accuracy on this test set (chosen on the test set itself, so optimistic). "
@@ -84,7 +84,7 @@ def write_summary(runs: Listing, outs: list[str], s: Analysis) -> None:
     lead = signal_lines(runs) + answer_sentences(verdict_table(runs, s), over)  # no reward variance: said first
     overlap = overlap_note(subset_overlap(subsets_by_policy(runs)))
     lead += ([overlap] if overlap else []) + ["Every pair of arms, with its interval: `tables/verdicts.md`."]
-    _write_outputs([None, md_out, rest[1] if len(rest) > 1 else None], table, "grpo-budget summary: gains", note,
+    write_outputs([None, md_out, rest[1] if len(rest) > 1 else None], table, "grpo-budget summary: gains", note,
                    sections, lead)
     if len(rest) > 2:
         write_text(landing_rst(lead, over, s.level), rest[2])
@@ -96,7 +96,7 @@ def subsets_by_policy(runs: Listing) -> dict[tuple, dict[str, list[set]]]:
     for r in runs.runs:
         seeds = out.setdefault((r.model, r.dataset, r.budget), {}).setdefault(r.policy, {})
         if r.seed not in seeds:
-            seeds[r.seed] = set(_read(r.subset, ["id"])["id"])
+            seeds[r.seed] = set(read_table(r.subset, ["id"])["id"])
     return {k: {p: [ids for _, ids in sorted(by_seed.items())] for p, by_seed in v.items()} for k, v in out.items()}
 
 
@@ -107,7 +107,7 @@ def rewards_note(runs: Listing) -> str:
     for r in runs.runs:
         path = Path(r.manifest)
         weights = read_json(path).get("rewards", {"correct": 1.0}) if path.exists() else {"correct": 1.0}
-        by_arm[_label(r.policy, r.budget, r.variant)] = " + ".join(f"{w:g} × {n}" for n, w in weights.items())
+        by_arm[arm_label(r.policy, r.budget, r.variant)] = " + ".join(f"{w:g} × {n}" for n, w in weights.items())
     kinds = set(by_arm.values())
     if len(kinds) <= 1:
         return f"Rewards: {next(iter(kinds), '1 × correct')}, every arm."
@@ -120,7 +120,7 @@ def write_learnable(runs: Listing, outs: list[str], s: Analysis) -> None:
     w = s.learnable_window
     window = f"the first {w:.0%} of logged steps" if isinstance(w, float) else f"the first {w} logged step(s)"
     sections = []
-    for key, g in _sections(table, ["model", "dataset"]):
+    for key, g in groups_of(table, ["model", "dataset"]):
         g = g.assign(_hits=g["observed_first_pct"] / 100 * g["window_groups"]).groupby(
             keys_in(g, ["policy", "budget", "variant"]), sort=False).agg(
             seeds=("seed", "size"), steps=("window_steps", "first"), groups=("window_groups", "sum"),
@@ -135,19 +135,19 @@ def write_learnable(runs: Listing, outs: list[str], s: Analysis) -> None:
         lo, hi = (np.array([100 * b[i] for b in bounds]) for i in (0, 1))
         disp = pd.DataFrame({
             "policy": g["policy"], "budget": g["budget"], "seeds": g["seeds"], "groups": g["groups"].astype(int),
-            "predicted %": [f"{_f(x, '.1f')} ({src})" for x, src in zip(g["predicted"], g["source"])],
-            "observed %": observed.map(lambda x: _f(x, ".1f")),
-            f"{s.level:.0%} interval": [_interval_text(a, b, ".1f") for a, b in zip(lo, hi)],
-            "observed − predicted": (observed - g["predicted"]).map(lambda x: _f(x, "+.1f")),
+            "predicted %": [f"{formatted(x, '.1f')} ({src})" for x, src in zip(g["predicted"], g["source"])],
+            "observed %": observed.map(lambda x: formatted(x, ".1f")),
+            f"{s.level:.0%} interval": [interval_text(a, b, ".1f") for a, b in zip(lo, hi)],
+            "observed − predicted": (observed - g["predicted"]).map(lambda x: formatted(x, "+.1f")),
             "prediction inside": ["yes" if a <= p <= b else "no" for p, a, b in zip(g["predicted"], lo, hi)],
-            "plug-in %": g["plugin"].map(lambda x: _f(x, ".1f")),
-            "posterior %": g["posterior"].map(lambda x: _f(x, ".1f")),
-            "fresh %": g["fresh"].map(lambda x: _f(x, ".1f")),
-            "all %": g["every"].map(lambda x: _f(x, ".1f")),
-            "observed, all steps %": g["overall"].map(lambda x: _f(x, ".1f")),
+            "plug-in %": g["plugin"].map(lambda x: formatted(x, ".1f")),
+            "posterior %": g["posterior"].map(lambda x: formatted(x, ".1f")),
+            "fresh %": g["fresh"].map(lambda x: formatted(x, ".1f")),
+            "all %": g["every"].map(lambda x: formatted(x, ".1f")),
+            "observed, all steps %": g["overall"].map(lambda x: formatted(x, ".1f")),
         })
         if "variant" in g:  # each variant predicts with its own group size
-            disp = _with_variant(disp, g)
+            disp = with_variant(disp, g)
             disp.insert(list(disp.columns).index("variant") + 1, "G", g["G"].to_numpy())
         sections.append((f"{key[0]} · {key[1]}", disp, []))
     note = (f"Share of GRPO groups (one prompt, G completions) whose rewards are not all equal, observed as "
@@ -160,7 +160,7 @@ def write_learnable(runs: Listing, outs: list[str], s: Analysis) -> None:
             "did not pick on. All: the posterior updated with those new samples too, every sample of the item. The "
             "prediction leads with all where the new samples exist, else posterior. Observed, all steps: the "
             "paper's learnable %. Per-seed rows: the CSV.")
-    _write_outputs(outs, table, "Learnable opportunities: predicted vs observed", note, sections)
+    write_outputs(outs, table, "Learnable opportunities: predicted vs observed", note, sections)
 
 
 @output("difficulty", "table", reads={"evals", "tests"})
@@ -168,16 +168,16 @@ def write_difficulty(runs: Listing, outs: list[str], s: Analysis) -> None:
     per_seed = difficulty_table(runs, s)
     over = difficulty_table(runs, s, over_seeds=True)
     sections = []
-    for key, g in _sections(over, PANEL):
+    for key, g in groups_of(over, PANEL):
         wide, trunc = None, []
         for arm, a in g.groupby(keys_in(g, ["policy", "budget", "variant"]), sort=False):
-            name = _label(*arm)
+            name = arm_label(*arm)
             col = pd.DataFrame({
                 "tier": a["tier"].to_numpy(), "items": a["n_items"].to_numpy(),
-                "base %": a["base_acc"].map(_pct).to_numpy(),
-                name: [f"{_pct(f)} ({_f(d, '+.1f')})" for f, d in zip(a["final_acc"], a["gain_pts"])],
-                "base truncated %": a["base_truncated_share"].map(_pct).to_numpy(),
-                f"{name} truncated %": a["truncated_share"].map(_pct).to_numpy()})
+                "base %": a["base_acc"].map(pct).to_numpy(),
+                name: [f"{pct(f)} ({formatted(d, '+.1f')})" for f, d in zip(a["final_acc"], a["gain_pts"])],
+                "base truncated %": a["base_truncated_share"].map(pct).to_numpy(),
+                f"{name} truncated %": a["truncated_share"].map(pct).to_numpy()})
             trunc.append(f"{name} truncated %")
             on = ["tier", "items", "base %", "base truncated %"]
             wide = col if wide is None else wide.merge(col, on=on, how="outer", sort=False)
@@ -187,12 +187,12 @@ def write_difficulty(runs: Listing, outs: list[str], s: Analysis) -> None:
                  "on the same items); intervals in the CSV. Truncated %: share of the base model's and of the final "
                  "checkpoint's completions (over seeds) on the tier's items cut at max_new_tokens (– where the "
                  "evaluation files do not record it)."]
-        sections.append((_heading(key), wide, notes))
+        sections.append((section_heading(key), wide, notes))
     note = ("Accuracy by difficulty tier of the test items, before (base model) and after training (final "
             "checkpoint). With tiers from the base model's own per-item accuracy, the base column is that accuracy "
             "by construction and part of any change is regression to the mean; metadata tiers (level, n_objects, "
             "n_ops, n_steps) are free of this.")
-    _write_outputs(outs, per_seed, "Accuracy by difficulty tier", note, sections)
+    write_outputs(outs, per_seed, "Accuracy by difficulty tier", note, sections)
 
 
 @output("ood", "table", reads={"ood_evals"}, needs_ood=True)
@@ -200,19 +200,19 @@ def write_ood(runs: Listing, outs: list[str], s: Analysis) -> None:
     per_seed = ood_table(runs, s)
     over = ood_table(runs, s, over_seeds=True)
     sections = []
-    for key, g in _sections(over, PANEL):
+    for key, g in groups_of(over, PANEL):
         disp = pd.DataFrame({
             "policy": g["policy"], "budget": g["budget"], "seeds": g["n_seeds"], "k": g["k"],
-            "base pass@k %": g["base_acc"].map(_pct),
-            "trained pass@k %": [_mean_sd(a, sd, n, ".1f", 100) for a, sd, n in zip(g["final_acc"], g["final_sd"], g["n_seeds"])],
-            "gain (pts)": [_mean_sd(a, sd, n) for a, sd, n in zip(g["gain_pts"], g["gain_sd"], g["n_seeds"])],
-            f"{s.level:.0%} interval": [_interval_text(lo, hi) for lo, hi in zip(g["gain_lo"], g["gain_hi"])],
+            "base pass@k %": g["base_acc"].map(pct),
+            "trained pass@k %": [mean_sd(a, sd, n, ".1f", 100) for a, sd, n in zip(g["final_acc"], g["final_sd"], g["n_seeds"])],
+            "gain (pts)": [mean_sd(a, sd, n) for a, sd, n in zip(g["gain_pts"], g["gain_sd"], g["n_seeds"])],
+            f"{s.level:.0%} interval": [interval_text(lo, hi) for lo, hi in zip(g["gain_lo"], g["gain_hi"])],
         })
-        sections.append((_heading(key), _with_variant(disp, g), []))
+        sections.append((section_heading(key), with_variant(disp, g), []))
     note = ("Base model vs the final checkpoint of each arm on evaluation sets other than the training set "
             "(the dataset's `ood` list). pass@k is the unbiased estimator 1 − C(n − c, k)/C(n, k) per item (n samples, "
             f"c correct), averaged over items; pass@1 = accuracy. Intervals: {s.level:.0%} paired bootstrap over "
             "items (and seeds).")
     if over.empty:
         note += " No dataset of this configuration lists out-of-distribution sets."
-    _write_outputs(outs, per_seed, "Out-of-distribution accuracy", note, sections)
+    write_outputs(outs, per_seed, "Out-of-distribution accuracy", note, sections)

@@ -34,11 +34,18 @@ from grpo_budget.aggregate import figures  # noqa: F401
 # isort: split
 from grpo_budget.aggregate import render_compute  # noqa: F401  (its tables and figure, after the figures it draws on)
 from grpo_budget.aggregate.outputs import OUTPUTS, caption, names, report_category
+from grpo_budget.config.settings import Analysis
 from grpo_budget.errors import UserError
-from grpo_budget.experiment.plan import Listing
-from grpo_budget.experiment.settings import Analysis
+from grpo_budget.experiment.plan import Listing, has_ood
 
-__all__ = ["OUTPUTS", "caption", "names", "report_category", "run"]  # the registry, complete (importing this module fills it)
+# the registry, complete (importing this module fills it)
+__all__ = ["OUTPUTS", "built", "caption", "names", "report_category", "run"]
+
+
+def built(config: dict) -> list[str]:
+    """The outputs a config builds, in registry order: those that need out-of-distribution sets only when some
+    dataset lists them, each only where the config calls for it."""
+    return [n for n, o in OUTPUTS.items() if (not o.needs_ood or has_ood(config)) and o.wanted(config)]
 
 
 def run(name: str, listing: Listing | str | Path, outs: list[str], settings: dict | None) -> None:

@@ -10,17 +10,17 @@ from grpo_budget.aggregate.gains import compare
 from grpo_budget.aggregate.read import (
     ARM,
     KEYS,
-    _available,
-    _base_items,
-    _eval_items,
-    _read,
-    _records,
-    _sort_arms,
+    available_columns,
+    base_items,
+    eval_items,
+    read_table,
+    item_records,
+    sort_arms,
     finish,
 )
 from grpo_budget.errors import UserError
 from grpo_budget.experiment.plan import Listing
-from grpo_budget.experiment.settings import Analysis
+from grpo_budget.config.settings import Analysis
 from grpo_budget.learnability import pass_at_k_items
 from grpo_budget.prepare.benchmarks import BENCHMARKS
 from grpo_budget.prepare.splits import GENERATORS
@@ -86,10 +86,10 @@ def tiers(test: pd.DataFrame, base: pd.DataFrame, how: str) -> tuple[pd.Series, 
 def _truncation(path: str, step: int) -> pd.DataFrame | None:
     """Per item (index id) at one step of an evaluation file: ``n_samples`` and ``n_truncated`` (completions cut at
     max_new_tokens); None where the file has no ``n_truncated`` column."""
-    cols = _available(path, ["id", "step", "n_samples", "n_truncated"])
+    cols = available_columns(path, ["id", "step", "n_samples", "n_truncated"])
     if not {"n_samples", "n_truncated"} <= set(cols):
         return None
-    ev = _read(path, cols)
+    ev = read_table(path, cols)
     return ev[ev["step"] == step].set_index("id")[["n_samples", "n_truncated"]]
 
 
@@ -113,15 +113,15 @@ def _truncated_share(counts: list[tuple[float, float]]) -> float:
 def _tier_records(runs: Listing, s: Analysis) -> list[dict]:
     """Per run, evaluation set and tier: the base and final per-item accuracy, and the (truncated, samples) counts
     of the base model's and the final checkpoint's completions on the tier's items (NaN without ``n_truncated``)."""
-    base = _base_items(runs)
+    base = base_items(runs)
     out = []
     cache: dict[str, tuple] = {}
     base_trunc: dict[tuple, pd.DataFrame | None] = {}
-    for rec in _records(runs):
+    for rec in item_records(runs):
         r, evalset = rec["run"], rec["evalset"]
         if evalset not in cache:
-            test = _read(runs.tests[evalset])
-            b = _eval_items(base[(r.model, evalset)])
+            test = read_table(runs.tests[evalset])
+            b = eval_items(base[(r.model, evalset)])
             cache[evalset] = tiers(test, b[b["step"] == 0], stratify_setting(evalset, s.stratify_by))
         if (r.model, evalset) not in base_trunc:
             base_trunc[(r.model, evalset)] = _truncation(base[(r.model, evalset)], 0)
@@ -164,7 +164,7 @@ def difficulty_table(runs: Listing, s: Analysis, over_seeds: bool = False) -> pd
                      "base_truncated_share": _truncated_share([rs[0]["base_truncated"]]),
                      "truncated_share": _truncated_share([x["final_truncated"] for x in rs])})
     cols = ["tier_order"] + (["seed"] if not over_seeds else [])
-    return finish(_sort_arms(pd.DataFrame(rows), cols).reset_index(drop=True), runs)
+    return finish(sort_arms(pd.DataFrame(rows), cols).reset_index(drop=True), runs)
 
 
 def ood_table(runs: Listing, s: Analysis, over_seeds: bool = False) -> pd.DataFrame:
@@ -173,15 +173,15 @@ def ood_table(runs: Listing, s: Analysis, over_seeds: bool = False) -> pd.DataFr
     k runs over 1 and the number of samples per item (the smallest over base and trained evaluations).
     Empty (with its columns) when no dataset lists ``ood`` sets.
     """
-    base = _base_items(runs)
+    base = base_items(runs)
     groups: dict[tuple, list] = {}
     for r in runs.runs:
         for evalset, path in r.evals.items():
             if evalset == r.dataset:
                 continue
-            b = _eval_items(base[(r.model, evalset)])
+            b = eval_items(base[(r.model, evalset)])
             b = b[b["step"] == 0].set_index("id").sort_index()
-            t = _eval_items(path)
+            t = eval_items(path)
             final_step = int(t["step"].max())
             t = t[t["step"] == final_step].set_index("id").reindex(b.index)
             if t["n_samples"].isna().any():
@@ -201,5 +201,5 @@ def ood_table(runs: Listing, s: Analysis, over_seeds: bool = False) -> pd.DataFr
                    "gain_pts", "gain_lo", "gain_hi"]
     if not rows:
         return finish(pd.DataFrame(columns=[c for c in cols if c != "seed" or not over_seeds]), runs)
-    return finish(_sort_arms(pd.DataFrame(rows), ["k"] + (["seed"] if not over_seeds else [])).reset_index(drop=True),
+    return finish(sort_arms(pd.DataFrame(rows), ["k"] + (["seed"] if not over_seeds else [])).reset_index(drop=True),
                   runs)

@@ -9,7 +9,7 @@ import pandas as pd
 from grpo_budget import power, stats
 from grpo_budget.aggregate.compute import at_tokens, matched_tokens, seed_curves
 from grpo_budget.experiment.plan import Listing
-from grpo_budget.experiment.settings import Analysis
+from grpo_budget.config.settings import Analysis
 
 COLUMNS = ["model", "dataset", "evalset", "ood", "policy", "budget", "variant_a", "variant_b", "seeds_a", "seeds_b",
            "n_items", "acc_a", "acc_b", "diff_pts", "diff_lo", "diff_hi", "verdict", "seeds_needed", "tokens",

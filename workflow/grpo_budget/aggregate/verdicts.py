@@ -9,16 +9,16 @@ import numpy as np
 import pandas as pd
 
 from grpo_budget import power, stats
-from grpo_budget.aggregate.read import _policy_rank, _records, _sort_arms, finish, shared_ids
+from grpo_budget.aggregate.read import policy_rank, item_records, sort_arms, finish, shared_ids
 from grpo_budget.experiment.plan import FULL_LABEL, Listing
-from grpo_budget.experiment.settings import Analysis
+from grpo_budget.config.settings import Analysis
 
 
 def _arms(runs: Listing) -> dict[tuple, dict[str, dict]]:
     """Per (model, dataset, evalset, budget, variant) and policy: per-item accuracy (seeds × items) at the final
     checkpoint and at each seed's best checkpoint, on the items every arm shares."""
     groups: dict[tuple, dict[str, list[dict]]] = {}
-    for rec in _records(runs):
+    for rec in item_records(runs):
         r = rec["run"]
         groups.setdefault((r.model, r.dataset, rec["evalset"], r.budget, r.variant), {}).setdefault(r.policy, []).append(rec)
     out = {}
@@ -46,7 +46,7 @@ def verdict_table(runs: Listing, s: Analysis) -> pd.DataFrame:
     whose run-to-run variance is unknown), both sized for this bootstrap (:mod:`grpo_budget.power`)."""
     rows = []
     for (model, dataset, evalset, budget, variant), arms in _arms(runs).items():
-        names = sorted(arms, key=_policy_rank)
+        names = sorted(arms, key=policy_rank)
         better: dict[tuple[str, str], bool] = {}
         pair_rows = []
         for i, a in enumerate(names):
@@ -82,8 +82,8 @@ def verdict_table(runs: Listing, s: Analysis) -> pd.DataFrame:
         return finish(pd.DataFrame(columns=cols), runs)
     df = pd.DataFrame(rows)[cols]
     # sort like the other tables (model, dataset, test set, arm A, budget, variant), then by arm B
-    df = df.assign(policy=df["arm_a"], _rank_b=df["arm_b"].map(_policy_rank))
-    return finish(_sort_arms(df, ["_rank_b"]).drop(columns=["policy", "_rank_b"]).reset_index(drop=True), runs)
+    df = df.assign(policy=df["arm_a"], _rank_b=df["arm_b"].map(policy_rank))
+    return finish(sort_arms(df, ["_rank_b"]).drop(columns=["policy", "_rank_b"]).reset_index(drop=True), runs)
 
 
 def rankings(verdicts: pd.DataFrame) -> pd.DataFrame:
@@ -133,7 +133,7 @@ def steps_to_match(runs: Listing, s: Analysis) -> pd.DataFrame:
     All on the test items every arm of the panel shares. Empty (with its columns) without a ``full`` arm.
     """
     panels: dict[tuple, dict[tuple, list[dict]]] = {}
-    for rec in _records(runs):
+    for rec in item_records(runs):
         r = rec["run"]
         panels.setdefault((r.model, r.dataset, rec["evalset"], r.variant), {}).setdefault((r.policy, r.budget), []).append(rec)
     rows = []
@@ -163,4 +163,4 @@ def steps_to_match(runs: Listing, s: Analysis) -> pd.DataFrame:
                          "checkpoint_acc": json.dumps({str(st): float(a) for st, a in zip(steps, accs)})})
     if not rows:
         return finish(pd.DataFrame(columns=STEPS_TO_MATCH_COLUMNS), runs)
-    return finish(_sort_arms(pd.DataFrame(rows, columns=STEPS_TO_MATCH_COLUMNS)).reset_index(drop=True), runs)
+    return finish(sort_arms(pd.DataFrame(rows, columns=STEPS_TO_MATCH_COLUMNS)).reset_index(drop=True), runs)

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from grpo_budget.cluster.hardware import defaults_for
+from grpo_budget.hardware import defaults_for
 from grpo_budget.cluster.rates import fit_rates, measurements, rate_for
-from grpo_budget.cluster.rules import RULES, job_name
+from grpo_budget.experiment.rules import RULES, job_name
 from grpo_budget.cluster.work import jobs, write_jobs
-from grpo_budget.experiment.settings import Cost
+from grpo_budget.config.settings import Cost
 from grpo_budget.io import write_text
 
 log = logging.getLogger(__name__)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from grpo_budget import device, hub
 from grpo_budget.cluster import memory_plan
+from grpo_budget.cluster.jobs import host_memory_gib
 from grpo_budget.errors import UserError
 from grpo_budget.generation import sandbox
 from grpo_budget.prepare.benchmarks import BENCHMARKS
@@ -125,7 +126,7 @@ def check_memory(config: dict) -> Check:
         return Check("FAIL", "memory plan", str(e))
     if config["device"] != "cuda":
         return Check("ok", "memory plan", f"device cpu: {len(budgets)} training jobs fit this machine's "
-                     f"{memory_plan.host_memory_gib():.0f} GiB (a GGUF model is sized once converted)")
+                     f"{host_memory_gib():.0f} GiB (a GGUF model is sized once converted)")
     return Check("ok", "memory plan", f"{len(budgets)} GPU rules fit a {config['gpu']['memory_gib']:g} GiB card "
                  "(grpo-budget plan prints them)")
 

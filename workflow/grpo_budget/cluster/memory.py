@@ -17,7 +17,7 @@ from grpo_budget.cluster.shapes import Shape, dtype_bytes
 from grpo_budget.errors import UserError
 
 if TYPE_CHECKING:  # annotations only: this module imports no registry, so perf/memory_check.py runs on a bare node
-    from grpo_budget.experiment.settings import Gpu, Training
+    from grpo_budget.config.settings import Gpu, Training
 
 GIB = 2**30
 CONTEXT = 1.0 * GIB  # CUDA context, cuBLAS workspace and allocator slack of one process
@@ -80,15 +80,16 @@ def vllm_engine(shape: Shape, b: int, max_num_seqs: int, max_lora_rank: int = 0)
 
 
 def plan_train(name: str, shape: Shape, t: Training, gpu: Gpu, dtype: str, on_vllm: bool,
-               device: str = "cuda") -> Budget:
-    """The training job: the policy's weights, LoRA state, activations of one micro-batch and, with TRL's colocate
-    vLLM, its engine and KV cache. ``auto`` settings take the smallest memory that holds a whole generation batch:
+               device: str = "cuda", micro_batch: int | None = None) -> Budget:
+    """The training job: the policy's weights, LoRA state, activations of one micro-batch (``micro_batch``
+    completions: the training method's, by default TRL's per-device batch) and, with TRL's colocate vLLM, its
+    engine and KV cache. ``auto`` settings take the smallest memory that holds a whole generation batch:
     checkpointing off where its activations fit, vLLM's share just large enough for every sequence of a step.
     On device cpu the card is ``gpu.memory_gib`` set to this machine's memory (the caller's) and the CUDA context
     is the process's own footprint."""
     card = gpu.memory_gib * GIB
     b = dtype_bytes(dtype, shape)
-    per_device = t.prompts_per_step * t.num_generations // t.gradient_accumulation_steps
+    per_device = t.per_device_batch if micro_batch is None else micro_batch
     seq = gpu.max_prompt_tokens + t.max_completion_length
     adapted = None if t.lora.layers is None else t.lora.layers[1] - t.lora.layers[0] + 1
     process = {"CUDA context": CONTEXT} if device == "cuda" else {"process": PROCESS}
@@ -101,7 +102,8 @@ def plan_train(name: str, shape: Shape, t: Training, gpu: Gpu, dtype: str, on_vl
     vllm: dict[str, float] = {}
     kv_min = kv_all = 0.0
     if on_vllm:
-        seqs = per_device * t.gradient_accumulation_steps  # TRL: max_num_seqs = per-device batch x steps_per_generation
+        # TRL: max_num_seqs = per-device batch x steps_per_generation
+        seqs = t.per_device_batch * t.gradient_accumulation_steps
         vllm = vllm_engine(shape, b, seqs)
         kv_min, kv_all = shape.kv_bytes_per_token(b) * seq, shape.kv_bytes_per_token(b) * seq * seqs
         settings["vllm_max_model_length"] = seq

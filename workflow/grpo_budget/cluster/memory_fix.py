@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from grpo_budget.cluster.memory import GIB, plan_train
 from grpo_budget.cluster.shapes import Shape
+from grpo_budget.train.methods import method_of
 
 
 def _candidates(t) -> list[dict]:
@@ -23,18 +24,19 @@ def _candidates(t) -> list[dict]:
 
 
 def smallest_fit(name: str, shape: Shape, t, gpu, dtype: str, on_vllm: bool, device: str) -> str:
-    """One sentence: the smallest change of ``t`` (a :class:`~grpo_budget.experiment.settings.Training`) whose job
+    """One sentence: the smallest change of ``t`` (a :class:`~grpo_budget.config.settings.Training`) whose job
     fits ``gpu``, with its total; or, when none does, the closest and what else would."""
     best = None
     for change in _candidates(t):
-        b = plan_train(name, shape, replace(t, **change), gpu, dtype, on_vllm, device)
+        changed = replace(t, **change)
+        b = plan_train(name, shape, changed, gpu, dtype, on_vllm, device, method_of(changed).micro_batch(changed))
         if b.fits:
             what = " and ".join(f"training.{k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in
                                 change.items())
             return f"the smallest change that fits: {what} ({b.total / GIB:.1f} of {b.card / GIB:.0f} GiB)"
         best = b
     if best is None:
-        best = plan_train(name, shape, t, gpu, dtype, on_vllm, device)
+        best = plan_train(name, shape, t, gpu, dtype, on_vllm, device, method_of(t).micro_batch(t))
     return (f"no micro-batch or checkpointing setting fits: even one prompt's {t.num_generations} completions per "
             f"micro-batch with checkpointing need {best.total / GIB:.1f} GiB; lower training.max_completion_length, "
             "gpu.max_prompt_tokens or training.num_generations, or use a larger card (gpu.memory_gib)")

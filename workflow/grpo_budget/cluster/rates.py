@@ -1,6 +1,6 @@
 """The cost plan's rates: time per job from this project's own measurements (the ``benchmark:`` files of earlier
 runs, joined to each job's work through the ``plan/jobs.csv`` the plan wrote there), fitted per kind of work and
-model size; where nothing was measured, the defaults of :mod:`grpo_budget.cluster.hardware`.
+model size; where nothing was measured, the defaults of :mod:`grpo_budget.hardware`.
 
 Time = startup + per decoding step x sequential decoding steps + per token x tokens (:class:`Rate`). A training
 job's own log splits its time into the training loop (``train_runtime``) and the startup around it.
@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from grpo_budget.cluster.hardware import DEFAULTS, Hardware
-from grpo_budget.cluster.rules import CPU, GENERATE, TRAIN
+from grpo_budget.hardware import DEFAULTS, Hardware
+from grpo_budget.experiment.rules import CPU, GENERATE, TRAIN
 from grpo_budget.cluster.work import JOBS_FILE, Job, log_path
 
 GENERATION_LOG = r"generated \d+ completions in ([0-9.]+) s"  # grpo_budget.generation.sample.sample_and_grade's line in a job's log
@@ -194,7 +194,7 @@ def _fit_update(rows: pd.DataFrame, gen: Rate) -> tuple[float, float, float]:
 
 
 def default_rate(job: Job, hw: Hardware = DEFAULTS) -> Rate:
-    """The stated default of a job's kind, model size and batch on ``hw`` (:mod:`grpo_budget.cluster.hardware`:
+    """The stated default of a job's kind, model size and batch on ``hw`` (:mod:`grpo_budget.hardware`:
     an A100, or the CPU on device cpu): each decoding step at the roofline of its batch; a GRPO step also trains on
     its completions."""
     if job.kind == CPU:

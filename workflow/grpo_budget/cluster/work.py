@@ -1,11 +1,13 @@
-"""What each job of the workflow does, counted from the config and the plan's grid (never from a job list of its
-own): items, sequences generated, tokens generated and trained on, sequential decoding steps.
+"""What each job of the workflow does, counted from the workflow's one job list
+(:func:`grpo_budget.cluster.jobs.every_job`) and each job's settings from its builder: items, sequences generated,
+tokens generated and trained on, sequential decoding steps.
 
 - generation (``score``, ``verify``, ``evaluate_base``, ``evaluate``, ``drift``): sequences = items x samples (x
   checkpoints), tokens generated = sequences x ``max_new_tokens`` (an upper bound: a completion may stop early); a
   ``drift`` job scores its arm's subset as the ``score`` job scored the pool;
-- training (``train``): steps x ``prompts_per_step`` x ``num_generations`` completions of ``max_completion_length``
-  tokens, each generated and then trained on.
+- training (``train``): steps x the rollouts a step of the run's method generates and trains on
+  (:data:`grpo_budget.train.methods.METHODS`: ``prompts_per_step`` x ``num_generations``, and what the method
+  adds), of ``max_completion_length`` tokens each.
 """
 
 from __future__ import annotations
@@ -19,17 +21,17 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from grpo_budget.aggregate.run import OUTPUTS
-from grpo_budget.cluster.hardware import DEFAULTS
-from grpo_budget.cluster.memory_plan import job_training
-from grpo_budget.cluster.rules import RULES, TRAIN, job_name, log_folder
+from grpo_budget.hardware import DEFAULTS
+from grpo_budget.cluster.jobs import JobSettings, every_job, job_settings
+from grpo_budget.config.settings import Adaptive, Bootstrap
 from grpo_budget.experiment import plan, sweep
-from grpo_budget.experiment.settings import Adaptive, Bootstrap, Training
+from grpo_budget.experiment.rules import GENERATE, RULES, TRAIN, job_name, log_folder
 from grpo_budget.io import write_text
 from grpo_budget.prepare import framearith
 from grpo_budget.prepare.counts import local_sizes
 from grpo_budget.select.policies import POLICIES, Pool, budget_size, policy_of
 from grpo_budget.select.sources import split_arm
+from grpo_budget.train.methods import method_of
 from grpo_budget.train.schedule import default_prompts_per_step, schedule
 from grpo_budget.train.tinymodel import BOS, EOS, PAD, UNK
 
@@ -187,13 +189,6 @@ class Job:
         return self.train_tokens if self.kind == TRAIN else self.gen_tokens
 
 
-def _generation(config: dict, section: str, model: str, evalset: str | None) -> tuple[int, int, int]:
-    """(samples per item, max new tokens, batch_size) of a generation job."""
-    s = plan.generation_settings(config, section, model, evalset)
-    samples = scoring_samples(config) if section == "scoring" else int(s["num_samples"])
-    return samples, int(s["max_new_tokens"]), int(s["batch_size"])
-
-
 def adaptive_rounds(config: dict) -> int:
     """Sampling rounds adaptive scoring may take at most (1 without it): ``first``, then ``step`` at a time up to
     ``max_samples``."""
@@ -207,7 +202,7 @@ def _gen_job(config: dict, rule: str, name: str, model: str, dataset: str, items
              rounds: int = 1, run: str = "", sampling_rounds: int = 1) -> Job:
     """A generation job over ``items`` prompts, ``rounds`` times (checkpoints). The transformers backend decodes
     ``batch_size // samples`` prompts at a time (``batch_size`` counts sequences); vLLM keeps its engine full
-    (:attr:`grpo_budget.cluster.hardware.Hardware.concurrency` sequences). Adaptive scoring's ``sampling_rounds`` each may end in a part batch."""
+    (:attr:`grpo_budget.hardware.Hardware.concurrency` sequences). Adaptive scoring's ``sampling_rounds`` each may end in a part batch."""
     samples, tokens, batch_size = gen
     seqs = items * samples
     if config["backend"] == "vllm":
@@ -234,67 +229,67 @@ def _verify_items(config: dict, model: str, dataset: str) -> int:
 
 
 def jobs(config: dict) -> list[Job]:
-    """Every job of the workflow with its work, from the plan's grid (a validated config)."""
+    """Every job of the workflow (:func:`grpo_budget.cluster.jobs.every_job`) with its work."""
     out: list[Job] = []
-    trainable = plan.trainable_datasets(config)
-    for d in config["datasets"]:
-        splits = ["test"] if config["datasets"][d]["eval_only"] else ["pool", "test"]
-        out += [Job("prepare", job_name(config, "prepare", dict(dataset=d, split=s)), dataset=d) for s in splits]
-    scored, trained = plan.scored_models(config), plan.trained_models(config)
-    used = [m for m in config["models"] if m in scored or m in trained]
-    for m in used:
-        spec = config["models"][m]
-        if "bootstrap" in spec:
-            out.append(Job("bootstrap_model", job_name(config, "bootstrap_model", dict(model=m)), m,
-                           spec["bootstrap"]["dataset"], size_b=model_size_b(config, m)))
-        if "gguf" in spec:
-            out.append(Job("convert_gguf", job_name(config, "convert_gguf", dict(model=m)), m,
-                           size_b=model_size_b(config, m)))
-    for m in used:
-        for d in trainable:
-            if m in scored:
-                out.append(_gen_job(config, "score", job_name(config, "score", dict(model=m, dataset=d)), m, d,
-                                    split_items(config, d, "pool"), _generation(config, "scoring", m, None),
-                                    sampling_rounds=adaptive_rounds(config)))
-            if plan.verifies(config) and m in trained:
-                out.append(_gen_job(config, "verify", job_name(config, "verify", dict(model=m, dataset=d)), m, d,
-                                    _verify_items(config, m, d), _generation(config, "verify", m, None)))
-        for e in sorted({e for d in trainable for e in plan.evalsets(config, d)} if m in trained else ()):
-            out.append(_gen_job(config, "evaluate_base", job_name(config, "evaluate_base", dict(model=m, evalset=e)),
-                                m, e, split_items(config, e, "test"), _generation(config, "evaluation", m, e)))
-    for r in plan.grid(config):
-        out.append(Job("select", job_name(config, "select", r), r["model"], r["dataset"]))
+    settings: dict[tuple, JobSettings] = {}  # by what a job's settings depend on
+    saves: dict[str, int] = {}  # a training job's name -> its checkpoints, each of which its evaluations evaluate
+
+    def job_of(rule: str, wc: dict) -> JobSettings:
+        key = (rule, wc["model"], wc.get("variant"), wc.get("evalset"))
+        if key not in settings:
+            settings[key] = job_settings(config, rule, wc)
+        return settings[key]
+
     relative = plan.paths(".", sweep.has_sweep(config)).train_log.removeprefix("./")
-    resolved: dict[tuple, bool] = {}
-    for r in plan.training_runs(config):
-        name = job_name(config, "train", r)
-        settings = plan.training_settings(config, r["model"], r.get("variant"))
-        t = Training.from_dict(settings)
-        key = (r["model"], r.get("variant"))
-        if key not in resolved:  # the memory plan's resolution of gradient_checkpointing: auto
-            resolved[key] = bool(job_training(config, r["model"], settings)["gradient_checkpointing"])
-        steps, saves = schedule(subset_items(config, r), t, default_prompts_per_step(t))
-        seqs = steps * int(t.prompts_per_step) * int(t.num_generations)
-        length = int(t.max_completion_length)
-        out.append(Job("train", name, r["model"], r["dataset"], name, model_size_b(config, r["model"]), seqs,
-                       seqs * length, seqs * length, batch=seqs // steps, passes=steps * length, steps=steps,
-                       train_log=relative.format(**r), checkpointing=resolved[key]))
-        for e in plan.evalsets(config, r["dataset"]):
-            checkpoints = 1 if config["datasets"][e]["eval_only"] else len(saves)
-            out.append(_gen_job(config, "evaluate", job_name(config, "evaluate", dict(r, evalset=e)), r["model"], e,
-                                split_items(config, e, "test"), _generation(config, "evaluation", r["model"], e),
-                                rounds=checkpoints, run=name))
-        if r["model"] in plan.drift_models(config):  # the subset scored again, as the pool was (analysis.drift)
-            out.append(_gen_job(config, "drift", job_name(config, "drift", r), r["model"], r["dataset"],
-                                subset_items(config, r), _generation(config, "scoring", r["model"], None), run=name,
-                                sampling_rounds=adaptive_rounds(config)))
-    built = [n for n, o in OUTPUTS.items() if (not o.needs_ood or plan.has_ood(config))
-             and (o.wanted(config) if hasattr(o, "wanted") else True)]
-    out.append(Job("summary", job_name(config, "summary", {})))
-    # An aggregate output's kind is the rule that builds it.
-    out += [Job(OUTPUTS[n].kind, job_name(config, OUTPUTS[n].kind, dict(name=n))) for n in built
-            if OUTPUTS[n].kind != "summary"]
+    for rule, wc in every_job(config):
+        name = job_name(config, rule, wc)
+        if rule == "prepare":
+            out.append(Job(rule, name, dataset=wc["dataset"]))
+        elif rule in ("bootstrap_model", "convert_gguf"):
+            m = wc["model"]
+            boot = config["models"][m].get("bootstrap")
+            out.append(Job(rule, name, m, boot["dataset"] if boot else "", size_b=model_size_b(config, m)))
+        elif rule == "select":
+            out.append(Job(rule, name, wc["model"], wc["dataset"]))
+        elif rule == "train":
+            job = job_of(rule, wc)
+            t = job.training
+            steps, planned = schedule(subset_items(config, wc), t, default_prompts_per_step(t))
+            saves[name] = len(planned)
+            method, length = method_of(t), int(t.max_completion_length)
+            generated, trained = steps * method.generations_per_step(t), steps * method.rows_per_step(t)
+            out.append(Job(rule, name, wc["model"], wc["dataset"], name, model_size_b(config, wc["model"]), generated,
+                           generated * length, trained * length, batch=generated // steps, passes=steps * length,
+                           steps=steps, train_log=relative.format(**wc),
+                           checkpointing=bool(job.settings["gradient_checkpointing"])))
+        elif RULES[rule].kind == GENERATE:
+            out.append(_generation_job(config, rule, name, wc, job_of(rule, wc), saves))
+        else:  # the aggregate jobs
+            out.append(Job(rule, name))
     return out
+
+
+def _generation_job(config: dict, rule: str, name: str, wc: dict, job: JobSettings, saves: dict[str, int]) -> Job:
+    """A scoring, verification, evaluation or drift job with its work: the items it samples, its sampling, and for
+    an arm's evaluation the checkpoints it evaluates (an evaluation-only set: the final one)."""
+    m = wc["model"]
+    # the pool's scoring and its replay on a subset draw what adaptive scoring draws; the others a fixed count
+    gen = (scoring_samples(config) if rule in ("score", "drift") else int(job.settings["num_samples"]),
+           int(job.settings["max_new_tokens"]), int(job.settings["batch_size"]))
+    if rule == "score":
+        return _gen_job(config, rule, name, m, wc["dataset"], split_items(config, wc["dataset"], "pool"), gen,
+                        sampling_rounds=adaptive_rounds(config))
+    if rule == "verify":
+        return _gen_job(config, rule, name, m, wc["dataset"], _verify_items(config, m, wc["dataset"]), gen)
+    if rule == "drift":  # the subset scored again, as the pool was (analysis.drift)
+        return _gen_job(config, rule, name, m, wc["dataset"], subset_items(config, wc), gen,
+                        run=job_name(config, "train", wc), sampling_rounds=adaptive_rounds(config))
+    e = wc["evalset"]
+    if rule == "evaluate_base":
+        return _gen_job(config, rule, name, m, e, split_items(config, e, "test"), gen)
+    run = job_name(config, "train", wc)
+    rounds = 1 if config["datasets"][e]["eval_only"] else saves[run]
+    return _gen_job(config, rule, name, m, e, split_items(config, e, "test"), gen, rounds=rounds, run=run)
 
 
 def benchmark_path(job: Job) -> str:

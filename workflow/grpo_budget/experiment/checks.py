@@ -1,5 +1,5 @@
 """Checks of a config that its schema cannot express (datasets, sources, inputs, sweep variants), before any job
-starts; each refusal is a one-line :class:`~grpo_budget.experiment.schema.ConfigError` naming the field."""
+starts; each refusal is a one-line :class:`~grpo_budget.config.schema.ConfigError` naming the field."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from grpo_budget import model_folder
+from grpo_budget.config import schema
+from grpo_budget.config.schema import ConfigError
+from grpo_budget.config.settings import Training
 from grpo_budget.errors import UserError
-from grpo_budget.experiment import schema
-from grpo_budget.experiment import datacheck
+from grpo_budget.experiment import datacheck, registries
 from grpo_budget.experiment.datacheck import files_entry
-from grpo_budget.experiment.schema import ConfigError
 from grpo_budget.experiment.sweep import (NAME_REGEX, NAMES_KEY, ONLY_KEY, apply, axes, derived_name, format_value,
                                           variants)
 from grpo_budget.prepare.benchmarks import BENCHMARKS
@@ -24,7 +25,7 @@ from grpo_budget.prepare.framearith import resolve_params
 from grpo_budget.prepare.splits import GENERATORS
 from grpo_budget.select.policies import budget_size, fixed_size, policy_of
 from grpo_budget.select.sources import SOURCES, split_arm
-from grpo_budget.train.methods import check_batch
+from grpo_budget.train.methods import method_of
 
 
 def semantics(cfg: dict) -> None:
@@ -61,11 +62,10 @@ def semantics(cfg: dict) -> None:
     if tr["prompts_per_step"] % tr["gradient_accumulation_steps"]:
         raise ConfigError(f"config field 'training.gradient_accumulation_steps': {tr['gradient_accumulation_steps']} "
                           f"does not divide training.prompts_per_step ({tr['prompts_per_step']}); allowed: a divisor")
-    why = tr["method"] == "codapo" and check_batch(tr["prompts_per_step"], tr["num_generations"],
-                                                   tr["gradient_accumulation_steps"], tr["codapo_resample_share"],
-                                                   tr["codapo_repeats"])
-    if why:
-        raise ConfigError(f"config field 'training.codapo_repeats': {why}")
+    t = Training.from_dict(tr)
+    problem = method_of(t).batch_problem(t, t.gradient_accumulation_steps)
+    if problem:
+        raise ConfigError(f"config field 'training.{problem[0]}': {problem[1]}")
     sc = cfg["scoring"]
     if sc["verify_samples"] and sc["verify_seed"] == sc["seed"]:
         raise ConfigError(f"config field 'scoring.verify_seed': {sc['verify_seed']} equals scoring.seed, so the "
@@ -232,7 +232,7 @@ def sweep(config: dict) -> None:
     if not ax:
         raise ConfigError("config field 'sweep': names no setting; allowed: training settings by their "
                                   "dotted path with a list of values, e.g. training.num_generations: [4, 8]")
-    full = schema.load_schema()
+    full = registries.schema()
     for key, values in ax.items():
         pointer = tuple(key.split("."))
         try:
@@ -270,7 +270,7 @@ def sweep(config: dict) -> None:
         seen[v.name] = v.values
         training = apply(config["training"], v.values)
         try:
-            schema.fill(("training",), training)
+            schema.fill(("training",), training, full)
             variant_cfg = {**config, "training": training}
             semantics(variant_cfg)
             inputs(variant_cfg)

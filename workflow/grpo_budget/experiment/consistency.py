@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from grpo_budget.errors import UserError
-from grpo_budget.experiment.schema import ConfigError
+from grpo_budget.config.schema import ConfigError
 from grpo_budget.experiment.sweep import axes
 from grpo_budget.prepare.splits import read_answers
 from grpo_budget.select.sources import split_arm

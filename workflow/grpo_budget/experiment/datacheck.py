@@ -15,13 +15,13 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from grpo_budget.errors import UserError
-from grpo_budget.experiment.schema import ConfigError
+from grpo_budget.config.schema import ConfigError
 from grpo_budget.generation import custom_rewards
 from grpo_budget.generation.grading import ANSWER_TYPES
 from grpo_budget.prepare.benchmarks import BENCHMARKS, gold_source
-from grpo_budget.prepare.files import _FORMATS, _folder_files, _infer_format, _json_field
-from grpo_budget.prepare.loaders import _spec
-from grpo_budget.prepare.rows import _bbh_frame, excerpt
+from grpo_budget.prepare.files import FORMATS, folder_files, infer_format, json_field
+from grpo_budget.prepare.loaders import benchmark_spec
+from grpo_budget.prepare.rows import bbh_rows, excerpt
 from grpo_budget.prepare.splits import build_builtin
 from grpo_budget.prepare.userfiles import converted, gradable, roles, spec_of
 from grpo_budget.prepare.userrows import FIELD_KEYS
@@ -69,7 +69,7 @@ def _expanded(files) -> list[str]:
     out: list[str] = []
     for f in [files] if isinstance(files, (str, Path)) else files:
         p = Path(f)
-        out += _folder_files(p) if p.is_dir() else sorted(glob.glob(str(f))) if "*" in str(f) else [str(f)]
+        out += folder_files(p) if p.is_dir() else sorted(glob.glob(str(f))) if "*" in str(f) else [str(f)]
     return out
 
 
@@ -117,11 +117,11 @@ def heads(spec: dict) -> dict[str, pd.DataFrame]:
     if not every:
         return {}
     try:
-        fmt = _infer_format(every, spec.get("format"))
+        fmt = infer_format(every, spec.get("format"))
     except ValueError:
         raise UserError(f"{', '.join(every)}: cannot tell the format from the file names; allowed: names ending in "
-                        f"{', '.join('.' + s for s in _FORMATS)} (or .gz of them), or spec.format") from None
-    field = _json_field(every, fmt, spec.get("field"))
+                        f"{', '.join('.' + s for s in FORMATS)} (or .gz of them), or spec.format") from None
+    field = json_field(every, fmt, spec.get("field"))
     out = {}
     for split, paths in by_split.items():
         frames = []
@@ -183,7 +183,7 @@ def _files_named(spec: dict, split: str | None = None) -> str:
 def _benchmark(ds: dict) -> None:
     name = ds["benchmark"]
     given = (ds.get("spec") or {}).get("fields") or {}
-    spec = _spec(name, ds.get("spec"))
+    spec = benchmark_spec(name, ds.get("spec"))
     found = heads(spec)
     if not found:
         return
@@ -245,7 +245,7 @@ def _bbh(spec: dict, found: dict) -> None:
     objects = [int(n) for n in (spec.get("objects") or [3, 5, 7])]
     for split, frame in found.items():
         try:
-            built = _bbh_frame(frame, spec["fields"])
+            built = bbh_rows(frame, spec["fields"])
         except UserError as e:
             raise UserError(f"{_files_named(spec, split)}: {e}") from None
         if not built["n_objects"].isin(objects).any():
@@ -263,14 +263,14 @@ def sample_rows(ds: dict) -> pd.DataFrame | None:
     """A few of a dataset's rows in the project's columns, as its jobs see them (None for a hub dataset)."""
     if ds["source"] == "builtin":
         return build_builtin({**ds, "pool_size": HEAD, "test_size": HEAD, "eval_only": True})["test"]
-    spec = spec_of(ds) if ds["source"] == "files" else _spec(ds["benchmark"], ds.get("spec"))
+    spec = spec_of(ds) if ds["source"] == "files" else benchmark_spec(ds["benchmark"], ds.get("spec"))
     found = heads(spec)
     if not found:
         return None
     split, frame = next(iter(found.items()))
     if ds["source"] == "files":
         return converted(frame, ds, spec, _files_named(spec, split))
-    build = _bbh_frame if ds["benchmark"] == BBH else getattr(BENCHMARKS[ds["benchmark"]].load, "rows", None)
+    build = bbh_rows if ds["benchmark"] == BBH else getattr(BENCHMARKS[ds["benchmark"]].load, "rows", None)
     return build(frame, spec["fields"]).dropna(subset=["answer"]) if build else None
 
 

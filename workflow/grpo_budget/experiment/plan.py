@@ -1,5 +1,6 @@
 """The experiment plan: the grid of runs, every path pattern, the budget label, the run listing the aggregate stage
-reads, and each job's settings. Pure functions of the validated config; ``common.smk`` only looks things up here."""
+reads, and where each model is loaded from. Pure functions of the validated config; ``common.smk`` only looks things
+up here (a job's settings: :mod:`grpo_budget.cluster.jobs`)."""
 
 from __future__ import annotations
 
@@ -9,68 +10,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
+from grpo_budget.config import records
 from grpo_budget.experiment import sweep
 from grpo_budget.experiment.budget import (  # noqa: F401  (budget labels, re-exported: callers read them here)
     BUDGET_REGEX, FULL_LABEL, budget_sort_key, format_budget, parse_budget)
 from grpo_budget.hub import fetched, store_folder
 from grpo_budget.io import RESULTS, read_json, relative
+from grpo_budget.paths import (  # noqa: F401  (the path patterns, re-exported: the plan's callers read them here)
+    PATTERNS, PER_VARIANT, RUN_DIR, RUN_NAME, VARIANT_DIR, paths)
 from grpo_budget.select.policies import fixed_size
 from grpo_budget.select.sources import SOURCES, split_arm
-from grpo_budget.train import methods
-
-# Paths (relative to the configured results folder; the one place each is defined) ---------------------------------
-
-RUN_DIR = "runs/{model}/{dataset}/{policy}/b{budget}/s{seed}"
-PATTERNS = {
-    "data": "data/{dataset}/{split}.parquet",
-    "model": "models/{model}",
-    "scores": "scores/{model}/{dataset}.parquet",
-    "subset": f"{RUN_DIR}/subset.parquet",
-    "checkpoints": f"{RUN_DIR}/checkpoints",  # never an output: Snakemake deletes outputs before a re-run
-    "train_log": f"{RUN_DIR}/train_log.parquet",
-    "manifest": f"{RUN_DIR}/manifest.json",
-    "run_eval": f"{RUN_DIR}/eval/{{evalset}}.parquet",
-    "drift": f"{RUN_DIR}/drift.parquet",  # the subset scored again by the trained model (analysis.drift)
-    "base_eval": "base/{model}/{evalset}.parquet",
-    "verify": "verify/{model}/{dataset}.parquet",
-    "listing": "plan/listing-{digest}.json",  # named by its content: a new plan never overwrites a running one
-    "summary_csv": "summary.csv",
-    "summary_md": "summary.md",
-    "summary_seeds": "tables/gains_over_seeds.csv",
-    "summary_html": "tables/summary.html",
-    "summary_rst": "summary.rst",  # the answer, as the landing page of `snakemake --report`
-    "figure": "figures/{name}.png",
-    "figure_pdf": "figures/{name}.pdf",
-    "table": "tables/{name}.csv",
-    "table_md": "tables/{name}.md",
-    "table_html": "tables/{name}.html",
-    "log": "logs/{rule}/{name}.log",
-    "benchmark": "benchmarks/{rule}/{name}.tsv",
-    "provenance": "provenance/{rule}/{name}.json",  # what made a job's outputs: grpo_budget.experiment.provenance
-}
-
-
-# With a `sweep:` block, what training makes and what is evaluated on it gets one folder per variant under the run's
-# folder; the subset stays where it is, shared by every variant (selection does not depend on training settings).
-VARIANT_DIR = f"{RUN_DIR}/v-{{variant}}"
-PER_VARIANT = ("checkpoints", "train_log", "manifest", "run_eval", "drift")
-
-
-def paths(results: str, variants: bool = False) -> SimpleNamespace:
-    """Every path pattern under ``results``, as attributes (``paths("results").subset``); ``variants``: the
-    patterns of a sweep, whose training outputs have a ``{variant}`` level."""
-    patterns = dict(PATTERNS)
-    if variants:
-        patterns.update({k: patterns[k].replace(RUN_DIR, VARIANT_DIR, 1) for k in PER_VARIANT})
-    return SimpleNamespace(**{k: f"{results}/{v}" for k, v in patterns.items()})
 
 
 def config_paths(config: dict) -> SimpleNamespace:
     """The path patterns of a validated config (with a variant level when it sweeps)."""
     return paths(config["results"], sweep.has_sweep(config))
-
-
-RUN_NAME = "{model}_{dataset}_{policy}_b{budget}_s{seed}"
 
 
 def run_name(config: dict) -> str:
@@ -200,14 +154,9 @@ class Listing:
     model_sizes: dict[str, float] = field(default_factory=dict)  # model -> size_b (billions of parameters; 0: unset)
 
     def to_json(self) -> str:
-        d = asdict(self)
-        if not self.variants:  # without a sweep, the listing (and its digest) is what it was before sweeps
-            del d["variants"]
-            for r in d["runs"]:
-                del r["variant"]
-        if not self.proxy_scores:  # likewise without a proxy
-            del d["proxy_scores"]
-        d["runs"] = [{k: v for k, v in r.items() if k != "drift" or v} for r in d["runs"]]  # and without drift
+        """Without a sweep or a proxy, the listing (and its digest) is what it was before they existed."""
+        d = records.left_out(asdict(self), records.LISTING)
+        d["runs"] = [records.left_out(r, records.LISTED_RUN) for r in d["runs"]]
         return json.dumps(d, sort_keys=True, indent=1)
 
     @classmethod
@@ -322,7 +271,7 @@ def files_read(lst: Listing, reads: frozenset[str]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Job settings
+# Models and what adaptive scoring settles
 
 
 def model_path(config: dict, model: str) -> str:
@@ -342,41 +291,3 @@ def adaptive_cuts(config: dict) -> dict | None:
     policies = list(dict.fromkeys(split_arm(p)[0] for p in config["policies"]))
     return {"policies": policies, "budgets": budgets, "rounding": config["budget_rounding"],
             "group_size": config["training"]["num_generations"]}
-
-
-SELECTION_ONLY = ("difficulty", "proxy")  # scoring fields that choose what selection reads, not how samples are drawn
-
-
-def generation_settings(config: dict, section: str, model: str, evalset: str | None = None) -> dict:
-    """A scoring/verify/evaluation job's settings (``settings.Generation``): the section, the backend, the model's
-    chat-template arguments and the LoRA rank bound. Evaluation-only sets (e.g. AIME) take the ``ood_*`` sampling
-    (pass@k with longer completions)."""
-    if section == "verify":  # the scoring sampling, with fresh samples: its own count and seed
-        sc = config["scoring"]
-        s = dict(sc, num_samples=sc["verify_samples"], seed=sc["verify_seed"])
-    else:
-        s = dict(config[section])
-    # Adaptive rounds are the pool's scoring only: verification draws a fixed count of fresh samples.
-    s = {k: v for k, v in s.items() if not k.startswith("verify_") and not (section == "verify" and k == "adaptive")
-         and k not in SELECTION_ONLY}
-    if evalset and config["datasets"][evalset]["eval_only"]:
-        for key in ("num_samples", "max_new_tokens"):
-            s[key] = s.get(f"ood_{key}", s[key])
-    s = {k: v for k, v in s.items() if not k.startswith("ood_")}
-    if config["backend"] == "vllm":  # vLLM sizes its LoRA slots up front; other backends need no bound
-        s["max_lora_rank"] = max([config["training"]["lora"]["r"]] + list(sweep.axes(config).get("training.lora.r", [])))
-    s.update(backend=config["backend"], backend_kwargs=config["backend_kwargs"])
-    return dict(s, **_template_kwargs(config, model))
-
-
-def training_settings(config: dict, model: str, variant: str | None = None) -> dict:
-    """A training job's settings (``settings.Training``): the training section (a sweep variant's), without other
-    methods' settings (so old jobs' records stay valid), and the model's chat-template arguments."""
-    section = sweep.training_of(config, variant)
-    section = {k: v for k, v in section.items() if k not in methods.inactive(section)}
-    return dict(section, **_template_kwargs(config, model))
-
-
-def _template_kwargs(config: dict, model: str) -> dict:
-    """The model's ``chat_template_kwargs`` where it has them (absent otherwise, so job settings stay minimal)."""
-    return {k: v for k, v in config["models"][model].items() if k == "chat_template_kwargs"}

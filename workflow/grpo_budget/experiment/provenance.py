@@ -23,12 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grpo_budget.digest import file_digest, model_files
+from grpo_budget.experiment.rules import RULES
 from grpo_budget.generation import custom_rewards
 from grpo_budget.io import relative, write_json
 from grpo_budget.prepare.files import local_files
-
-MODEL_RULES = ("score", "verify", "train", "evaluate_base", "evaluate", "drift")  # the rules that load the base model
-ANSWER_RULES = ("verify", "train")  # the rules that read a dataset's answers file
 
 
 def files_read(config: dict, rule: str, wildcards: dict, made_by_rules: bool) -> list[str]:
@@ -39,14 +37,14 @@ def files_read(config: dict, rule: str, wildcards: dict, made_by_rules: bool) ->
     ds = config["datasets"].get(wildcards.get("dataset", ""), {})
     if rule == "prepare":
         files += local_files((ds.get("spec") or {}).get("data_files"))
-    if rule in ANSWER_RULES and ds.get("answers"):
+    if RULES[rule].reads_answers and ds.get("answers"):
         files.append(ds["answers"])
-    if rule in MODEL_RULES:  # your own grading and reward functions' files (a module installed is not tracked)
+    if RULES[rule].loads_model:  # your own grading and reward functions' files (a module installed is not tracked)
         graded = config["datasets"].get(wildcards.get("dataset") or wildcards.get("evalset", ""), {})
         used = custom_rewards.refs(graded, config.get("training", {}).get("rewards") if rule == "train" else None)
         files += [f for f in map(custom_rewards.file_of, used) if f]
     model = config["models"].get(wildcards.get("model", ""), {})
-    if rule in MODEL_RULES and not made_by_rules and os.path.isdir(model.get("path", "")):
+    if RULES[rule].loads_model and not made_by_rules and os.path.isdir(model.get("path", "")):
         files += [str(p) for p in model_files(model["path"])]
     return files
 

@@ -14,7 +14,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from grpo_budget.experiment.schema import ConfigError
+from grpo_budget.config.schema import ConfigError
 from grpo_budget.hub import HUB_ID
 
 WHERE = "relative paths are read from the config file's folder"

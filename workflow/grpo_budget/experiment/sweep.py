@@ -134,13 +134,6 @@ def set_path(section: dict, dotted: str, value) -> dict:
     return out
 
 
-def get_path(section: dict, dotted: str):
-    node = section
-    for k in dotted.split(".")[1:]:
-        node = node.get(k) if isinstance(node, dict) else None
-    return node
-
-
 def apply(training: dict, values: dict) -> dict:
     """The base training section with a variant's values set."""
     out = deepcopy(training)

@@ -21,7 +21,7 @@ from tqdm import tqdm
 from grpo_budget import device as devices
 from grpo_budget.errors import UserError
 from grpo_budget.hub import is_hub_id, unreachable
-from grpo_budget.experiment.settings import Generation
+from grpo_budget.config.settings import Generation
 from grpo_budget.generation import prompts as P
 from grpo_budget.generation.sampling import Completion, Sampling
 from grpo_budget.generation.keyed import KeyedSampler, row_seeds

@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Sequence
 
-from grpo_budget.generation.extract import _anchor_segments, _pattern_extract, _strip_wrappers, last_boxed
+from grpo_budget.generation.extract import anchor_segments, pattern_extract, strip_wrappers, last_boxed
 
 
 def gold(label: str, options: Sequence[tuple[str, str]]) -> str:
@@ -33,7 +33,7 @@ def _norm_text(s: str) -> str:
 
 def _label(s: str, options: dict[str, str], by_text: bool) -> str | None:
     """The label ``s`` names: ``B``, ``(B)``, ``B.``, ``(B) its text``; with ``by_text`` also an option's text."""
-    s = _strip_wrappers(s).strip().strip("$*{} ").strip()
+    s = strip_wrappers(s).strip().strip("$*{} ").strip()
     m = re.match(r"^\(?\s*([A-Za-z0-9])\s*\)?(?:[.:,]|\s|$)", s)
     if m and m.group(1).upper() in options and (len(s) <= 3 or s.startswith("(") or m.group(1).isupper()):
         label = m.group(1).upper()
@@ -59,7 +59,7 @@ def _last_paren_label(text: str, options: dict[str, str]) -> str | None:
 def extract(text: str, options: dict[str, str], mode: str, pattern: str | None) -> tuple[str | None, str | None]:
     """(the label read, the raw text it was read from); (None, raw) when none could be read."""
     if pattern is not None:
-        raw = _pattern_extract(text, pattern)
+        raw = pattern_extract(text, pattern)
         return (_label(raw, options, True) if raw is not None else None), raw
     box = last_boxed(text)
     if mode == "paper":
@@ -71,7 +71,7 @@ def extract(text: str, options: dict[str, str], mode: str, pattern: str | None) 
             return label, box
     if mode == "strict":
         return None, box
-    for seg in _anchor_segments(text):
+    for seg in anchor_segments(text):
         label = _label(seg.split("\n")[0].rstrip(". "), options, True) or _last_paren_label(seg[:40], options)
         if label is not None:
             return label, seg

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_budget.errors import UserError
-from grpo_budget.generation.grading import Grade, _completion_text
+from grpo_budget.generation.grading import Grade, completion_text
 from grpo_budget.prepare.userrows import LATER, cell
 
 ALWAYS = ("completions", "prompts")  # what every call passes besides the rows' columns
@@ -132,7 +132,7 @@ def call(fn: Callable, ref: str, completions: Sequence[Any], prompts: Sequence[A
          columns: dict[str, Sequence[Any]]) -> list[float | None]:
     """``fn``'s value for each completion (text, or TRL's chat messages), given ``prompts`` and the rows'
     ``columns`` (one entry per completion); a return that is not one number per completion is a :class:`UserError`."""
-    texts = [_completion_text(c) for c in completions]
+    texts = [completion_text(c) for c in completions]
     kwargs = {"completions": texts, "prompts": list(prompts), **{k: [cell(v) for v in vs] for k, vs in columns.items()}}
     try:
         params = inspect.signature(fn).parameters

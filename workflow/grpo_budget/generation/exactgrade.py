@@ -12,12 +12,12 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from grpo_budget.generation.extract import _anchor_segments, _pattern_extract, _strip_wrappers, last_boxed
+from grpo_budget.generation.extract import anchor_segments, pattern_extract, strip_wrappers, last_boxed
 
 
 def loose(text: str) -> str:
     """``text`` as lenient mode compares it."""
-    s = unicodedata.normalize("NFKC", _strip_wrappers(str(text))).casefold()
+    s = unicodedata.normalize("NFKC", strip_wrappers(str(text))).casefold()
     s = " ".join(s.split()).strip(" \t'\"`*$")
     return re.sub(r"[.。]+$", "", s).strip()
 
@@ -25,13 +25,13 @@ def loose(text: str) -> str:
 def extract(text: str, mode: str, pattern: str | None) -> str | None:
     """The answer text a completion gives (None: none could be read)."""
     if pattern is not None:
-        return _pattern_extract(text, pattern)
+        return pattern_extract(text, pattern)
     box = last_boxed(text)
     if mode != "lenient":
         return box if box is not None and box.strip() else None
     if box is not None and box.strip():
         return box
-    for seg in _anchor_segments(text):
+    for seg in anchor_segments(text):
         first = seg.strip().split("\n")[0].strip()
         if first:
             return first

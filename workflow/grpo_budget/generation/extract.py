@@ -138,13 +138,13 @@ def _last_number(text: str) -> str | None:
     return last.replace(" ", "") if last is not None else None
 
 
-def _format_number(x: float) -> str:
+def format_number(x: float) -> str:
     if x == int(x) and abs(x) < 1e15:
         return str(int(x))
     return repr(x)
 
 
-def _numbers_equal(a: float, b: float) -> bool:
+def numbers_equal(a: float, b: float) -> bool:
     # Integers compare exactly (a relative tolerance would accept 192000004 for
     # 192000000); decimals within 1e-6 relative (0.333333 vs 1/3 style answers).
     if a == int(a) and b == int(b):
@@ -161,7 +161,7 @@ _OPTION_PAREN_RE = re.compile(r"\(\s*([A-Ga-g])\s*\)")
 _OPTION_BARE_RE = re.compile(r"^[\s$*_{}]*\(?\s*([A-G])\s*\)?(?![\w'])")
 
 
-def _strip_wrappers(s: str) -> str:
+def strip_wrappers(s: str) -> str:
     prev = None
     while prev != s:
         prev = s
@@ -173,7 +173,7 @@ def normalize_option(text: str | None) -> str | None:
     """``"(C)"`` / ``"C"`` / ``"(c) orange ball"`` / ``"\\text{(C)}"`` -> ``"C"``."""
     if text is None:
         return None
-    s = _strip_wrappers(str(text)).strip()
+    s = strip_wrappers(str(text)).strip()
     s = s.strip("$ *{}").strip()
     m = re.match(r"^\(\s*([A-Ga-g])\s*\)", s)
     if m:
@@ -189,7 +189,7 @@ def normalize_option(text: str | None) -> str | None:
 
 def _option_in_segment(seg: str) -> str | None:
     """The option named right after an "answer is" / "####" anchor."""
-    s = _strip_wrappers(seg)
+    s = strip_wrappers(seg)
     m = _OPTION_BARE_RE.match(s)
     if m:
         return m.group(1)
@@ -217,7 +217,7 @@ _ANCHOR_RE = re.compile(
 )
 
 
-def _anchor_segments(text: str) -> list[str]:
+def anchor_segments(text: str) -> list[str]:
     """Text right after each answer anchor, latest anchor first."""
     segs = []
     for m in _ANCHOR_RE.finditer(text):
@@ -234,15 +234,15 @@ def _anchor_segments(text: str) -> list[str]:
 
 
 @functools.lru_cache(maxsize=256)
-def _compile(pattern: str) -> re.Pattern:
+def compile_pattern(pattern: str) -> re.Pattern:
     try:
         return re.compile(pattern)
     except re.error as exc:
         raise ValueError(f"invalid answer pattern {pattern!r}: {exc}") from exc
 
 
-def _pattern_extract(text: str, pattern: str) -> str | None:
-    rx = _compile(pattern)
+def pattern_extract(text: str, pattern: str) -> str | None:
+    rx = compile_pattern(pattern)
     last = None
     for m in rx.finditer(text):
         last = m
@@ -254,21 +254,21 @@ def _pattern_extract(text: str, pattern: str) -> str | None:
     return last.group(0)
 
 
-def _extract_number(text: str, mode: str, pattern: str | None) -> tuple[float | None, str | None]:
+def extract_number(text: str, mode: str, pattern: str | None) -> tuple[float | None, str | None]:
     if pattern is not None:
-        raw = _pattern_extract(text, pattern)
+        raw = pattern_extract(text, pattern)
         if raw is None:
             return None, None
         return parse_number(raw), raw
     box = last_boxed(text)
     if box is not None and box.strip():
-        v = parse_number(_strip_wrappers(box))
+        v = parse_number(strip_wrappers(box))
         if v is not None or mode == "strict":
             return v, box
     if mode == "strict":
         return None, box
-    for seg in _anchor_segments(text):
-        m = _VALUE_RE.search(_clean_number_text(_strip_wrappers(seg))[:60])
+    for seg in anchor_segments(text):
+        m = _VALUE_RE.search(_clean_number_text(strip_wrappers(seg))[:60])
         if m:
             v = parse_number(m.group(0))
             if v is not None:
@@ -279,9 +279,9 @@ def _extract_number(text: str, mode: str, pattern: str | None) -> tuple[float | 
     return parse_number(raw, allow_fraction=False), raw
 
 
-def _extract_option(text: str, mode: str, pattern: str | None) -> tuple[str | None, str | None]:
+def extract_option(text: str, mode: str, pattern: str | None) -> tuple[str | None, str | None]:
     if pattern is not None:
-        raw = _pattern_extract(text, pattern)
+        raw = pattern_extract(text, pattern)
         return normalize_option(raw), raw
     box = last_boxed(text)
     if box is not None and box.strip():
@@ -290,7 +290,7 @@ def _extract_option(text: str, mode: str, pattern: str | None) -> tuple[str | No
             return letter, box
     if mode == "strict":
         return None, box
-    for seg in _anchor_segments(text):
+    for seg in anchor_segments(text):
         letter = _option_in_segment(seg)
         if letter is not None:
             return letter, f"({letter})"

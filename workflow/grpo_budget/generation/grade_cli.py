@@ -8,17 +8,17 @@ writes them) against a benchmark's items with the grader the workflow uses, into
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from grpo_budget.errors import UserError
-from grpo_budget.experiment import schema
+from grpo_budget.config import schema
 from grpo_budget.experiment.config import load
 from grpo_budget.generation import custom_rewards
 from grpo_budget.generation.grading import MODES, Grade, grade_many
+from grpo_budget.io import json_lines
 from grpo_budget.prepare.benchmarks import BENCHMARKS
 from grpo_budget.prepare.loaders import load_benchmark
 from grpo_budget.prepare.splits import build
@@ -27,18 +27,10 @@ from grpo_budget.prepare.splits import build
 def read_completions(path: str | Path) -> pd.DataFrame:
     """The completions file: one JSON object with ``id`` and ``completion`` per line."""
     rows = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise UserError(f"{path}:{n}: not valid JSON ({e.msg}); each line is {{\"id\": ..., \"completion\": ...}}"
-                                ) from None
-            if not isinstance(obj, dict) or "id" not in obj or not isinstance(obj.get("completion"), str):
-                raise UserError(f"{path}:{n}: each line needs an id and a completion (a string)")
-            rows.append({"id": str(obj["id"]), "completion": obj["completion"]})
+    for n, obj in json_lines(path):
+        if "id" not in obj or not isinstance(obj.get("completion"), str):
+            raise UserError(f"{path}:{n}: each line needs an id and a completion (a string)")
+        rows.append({"id": str(obj["id"]), "completion": obj["completion"]})
     return pd.DataFrame(rows, columns=["id", "completion"])
 
 

@@ -75,12 +75,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from grpo_budget.generation.extract import (
-    _compile,
-    _extract_number,
-    _extract_option,
-    _format_number,
-    _numbers_equal,
-    _pattern_extract,
+    compile_pattern,
+    extract_number,
+    extract_option,
+    format_number,
+    numbers_equal,
+    pattern_extract,
     last_boxed,
     normalize_option,
     parse_number,
@@ -88,11 +88,11 @@ from grpo_budget.generation.extract import (
 from grpo_budget.generation import choices, codegrade, exactgrade
 from grpo_budget.generation.mathgrade import (
     MAX_MATH_CHARS,
-    _base_notation,
-    _mv_parse,
-    _mv_verify,
-    _parse_math_gold,
-    _tiny_numbers_differ,
+    base_notation,
+    mv_parse,
+    mv_verify,
+    parse_math_gold,
+    tiny_numbers_differ,
 )
 
 __all__ = [
@@ -126,21 +126,21 @@ _FAIL = Grade(correct=False, format_ok=False, extracted=None)
 
 
 def _grade_math(extracted: str, gold: str, boxed: bool) -> Grade:
-    pred = _mv_parse("\\boxed{" + extracted + "}" if boxed else extracted, boxed_only=boxed)
+    pred = mv_parse("\\boxed{" + extracted + "}" if boxed else extracted, boxed_only=boxed)
     if not pred:
         return Grade(False, False, extracted if boxed else None)
     shown = extracted if boxed else str(pred[-1])
-    gold_parsed = list(_parse_math_gold(str(gold)))
+    gold_parsed = list(parse_math_gold(str(gold)))
     if not gold_parsed:
         return Grade(False, True, shown)
-    correct = _mv_verify(gold_parsed, pred)
+    correct = mv_verify(gold_parsed, pred)
     if correct:
         # Guards for two known math-verify blind spots (it only ever tightens):
         # base subscripts are dropped ("2215_6" == "2215_7"), tiny numbers round to 0.
-        gb, pb = _base_notation(str(gold)), _base_notation(shown)
+        gb, pb = base_notation(str(gold)), base_notation(shown)
         if gb and pb and gb != pb:
             correct = False
-        elif _tiny_numbers_differ(gold_parsed, pred):
+        elif tiny_numbers_differ(gold_parsed, pred):
             correct = False
     return Grade(correct, True, shown)
 
@@ -181,7 +181,7 @@ def _paper_option_gold(gold: str) -> str:
 
 
 def _grade_paper(text: str, gold_s: str, answer_type: str, pattern: str | None) -> Grade:
-    raw = _pattern_extract(text, pattern) if pattern is not None else _paper_last_box(text)
+    raw = pattern_extract(text, pattern) if pattern is not None else _paper_last_box(text)
     if raw is None:
         return Grade(False, False, None)
     if answer_type == "number":
@@ -202,12 +202,12 @@ def _grade(completion: Any, gold: Any, answer_type: str, mode: str, pattern: str
             return _grade_paper(text, gold_s, answer_type, pattern)
         mode = "strict"  # math: paper 1 has no rule for it
     if answer_type == "number":
-        value, raw = _extract_number(text, mode, pattern)
+        value, raw = extract_number(text, mode, pattern)
         if value is None:
             return Grade(False, False, raw)
         g = parse_number(gold_s)
-        correct = g is not None and _numbers_equal(value, g)
-        return Grade(correct, True, _format_number(value))
+        correct = g is not None and numbers_equal(value, g)
+        return Grade(correct, True, format_number(value))
     if answer_type == "choice":
         label, options = choices.parse_gold(gold_s)
         got, raw = choices.extract(text, options, mode, pattern)
@@ -215,14 +215,14 @@ def _grade(completion: Any, gold: Any, answer_type: str, mode: str, pattern: str
     if answer_type == "exact":
         return Grade(*exactgrade.grade(text, gold_s, mode, pattern))
     if answer_type == "option":
-        letter, raw = _extract_option(text, mode, pattern)
+        letter, raw = extract_option(text, mode, pattern)
         if letter is None:
             return Grade(False, False, raw)
         g = normalize_option(gold_s)
         return Grade(g is not None and letter == g, True, f"({letter})")
     # math
     if pattern is not None:
-        raw = _pattern_extract(text, pattern)
+        raw = pattern_extract(text, pattern)
         if raw is None or not raw.strip():
             return Grade(False, False, raw)
         return _grade_math(raw.strip(), gold_s, boxed=True)
@@ -241,7 +241,7 @@ def _check_args(answer_type: str, mode: str, pattern: str | None) -> None:
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
     if pattern is not None:
-        _compile(pattern)
+        compile_pattern(pattern)
 
 
 def grade(
@@ -281,7 +281,7 @@ def grade_many(
     return [grade(c, g, answer_type, mode, pattern) for c, g in zip(completions, golds)]
 
 
-def _completion_text(c: Any) -> str:
+def completion_text(c: Any) -> str:
     """A TRL completion (plain string or list of chat messages) as text."""
     if isinstance(c, str):
         return c
@@ -294,7 +294,7 @@ def _completion_text(c: Any) -> str:
         msgs = [m for m in c if isinstance(m, dict)]
         assistant = [m for m in msgs if m.get("role", "assistant") == "assistant"]
         chosen = assistant or msgs
-        return "\n".join(_completion_text(m) for m in chosen)
+        return "\n".join(completion_text(m) for m in chosen)
     return "" if c is None else str(c)
 
 
@@ -314,7 +314,7 @@ def make_reward_function(
             raise ValueError("reward function needs the gold answers as the 'answer' column")
         if isinstance(golds, str):
             golds = [golds] * len(completions)
-        texts = [_completion_text(c) for c in completions]
+        texts = [completion_text(c) for c in completions]
         return grade_many(texts, list(golds), answer_type, mode, pattern)
 
     def correct(completions, answer=None, **kwargs) -> list[float]:

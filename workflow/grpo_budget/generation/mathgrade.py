@@ -28,7 +28,7 @@ def _mv():
     return parse, verify, LatexExtractionConfig, ExprExtractionConfig
 
 
-def _mv_parse(text: str, boxed_only: bool) -> list:
+def mv_parse(text: str, boxed_only: bool) -> list:
     if not text or len(text) > MAX_MATH_CHARS:
         return []
     try:
@@ -44,7 +44,7 @@ def _mv_parse(text: str, boxed_only: bool) -> list:
         return []
 
 
-def _mv_verify(gold: list, pred: list) -> bool:
+def mv_verify(gold: list, pred: list) -> bool:
     try:
         _, verify, _, _ = _mv()
         return bool(verify(gold, pred, timeout_seconds=_timeout()))
@@ -55,26 +55,26 @@ def _mv_verify(gold: list, pred: list) -> bool:
 
 
 @functools.lru_cache(maxsize=65536)
-def _parse_math_gold(gold: str) -> tuple:
+def parse_math_gold(gold: str) -> tuple:
     g = gold.strip()
     inner = last_boxed(g) if "\\boxed" in g else None
     if inner:
         g = inner
     if g.startswith("$") and g.endswith("$") and len(g) > 1:
         g = g.strip("$")
-    parsed = _mv_parse("\\boxed{" + g + "}", boxed_only=True)
+    parsed = mv_parse("\\boxed{" + g + "}", boxed_only=True)
     return tuple(parsed)
 
 
 _BASE_RE = re.compile(r"^\s*\$?\s*([0-9A-Za-z]+)\s*_\s*\{?\s*(\d+)\s*\}?\s*\$?\s*$")
 
 
-def _base_notation(s: str) -> tuple[str, str] | None:
+def base_notation(s: str) -> tuple[str, str] | None:
     m = _BASE_RE.match(s)
     return (m.group(1).upper(), m.group(2)) if m else None
 
 
-def _tiny_numbers_differ(gold_parsed: list, pred: list) -> bool:
+def tiny_numbers_differ(gold_parsed: list, pred: list) -> bool:
     """math-verify rounds to 6 decimals, so 2^-98 "equals" 2^-93; compare such values exactly."""
     try:
         a, b = gold_parsed[0], pred[0]

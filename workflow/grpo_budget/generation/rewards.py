@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
 
+from grpo_budget.config.schema import defaults
 from grpo_budget.errors import UserError
 from grpo_budget.generation import custom_rewards, grading
 
@@ -29,13 +30,12 @@ REWARDS: dict[str, Reward] = {
                       "the share of the item's tests passed (code), a grading function's own value; elsewhere the "
                       "same as correct"),
 }
-DEFAULT = {"correct": 1.0}  # today's behaviour: correctness alone
 
 
 def check(weights: dict | None, where: str = "training.rewards") -> dict[str, float]:
-    """``weights`` (reward name or a function's import path -> weight) as floats; an unknown name or an empty
-    mapping is a :class:`UserError`."""
-    weights = DEFAULT if weights is None else weights
+    """``weights`` (reward name or a function's import path -> weight) as floats (None: the schema's default,
+    correctness alone); an unknown name or an empty mapping is a :class:`UserError`."""
+    weights = defaults(("training",))["rewards"] if weights is None else weights
     unknown = [n for n in weights if n not in REWARDS and not custom_rewards.is_ref(n)]
     if unknown or not weights:
         raise UserError(f"config field '{where}': {'unknown reward ' + repr(unknown[0]) if unknown else 'empty'}; "

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from grpo_budget.experiment import schema
+from grpo_budget.config import schema
 from grpo_budget.generation import custom_rewards, grading, prompts
 from grpo_budget.generation.backends import Generator
 from grpo_budget.generation.sampling import Sampling

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grpo_budget.experiment.settings import Generation
+from grpo_budget.config.settings import Generation
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ import pandas as pd
 
 from grpo_budget.errors import UserError
 from grpo_budget.prepare import coderows
-from grpo_budget.prepare.files import _expand, _load_hub, _load_local, _load_source
-from grpo_budget.prepare.rows import (_aime, _bbh_frame, _gsm8k, _math, drop_repeats, refuse_long_prompts,
-                                      refuse_repeated_ids)
+from grpo_budget.prepare.files import expand_files, load_hub, load_local, load_source
+from grpo_budget.prepare.rows import (aime_rows, arc_rows, bbh_rows, drop_repeats, gsm8k_rows, math_rows,
+                                      refuse_long_prompts, refuse_repeated_ids)
 
 _BOXED = "Put your final answer within \\boxed{}."
 _CODE = "Write the Python function in one ```python code block."
@@ -90,18 +90,18 @@ def _load_bbh(spec: dict, seed: int) -> dict[str, pd.DataFrame]:
         files = list(files.values()) if isinstance(files, dict) else files
         flat: list[str] = []
         for f in ([files] if isinstance(files, (str, Path)) else files):
-            flat.extend(_expand(f))
+            flat.extend(expand_files(f))
         for f in flat:
-            src = _load_local(f, spec.get("format"), spec.get("field"), spec.get("cache_dir"))
+            src = load_local(f, spec.get("format"), spec.get("field"), spec.get("cache_dir"))
             for part in src.values():
-                frames.append(refuse_long_prompts(_bbh_frame(part, fields), spec["max_prompt_chars"], f))
+                frames.append(refuse_long_prompts(bbh_rows(part, fields), spec["max_prompt_chars"], f))
     else:
         configs = spec.get("hub_config")
         for n in objects:
             cfg = configs.format(word=_NUMBER_WORDS[n], n=n) if isinstance(configs, str) else configs
-            src = _load_hub(spec["hub_id"], cfg, spec.get("hub_split"), spec.get("cache_dir"))
+            src = load_hub(spec["hub_id"], cfg, spec.get("hub_split"), spec.get("cache_dir"))
             for part in src.values():
-                frames.append(refuse_long_prompts(_bbh_frame(part, fields), spec["max_prompt_chars"],
+                frames.append(refuse_long_prompts(bbh_rows(part, fields), spec["max_prompt_chars"],
                                                   f"hub {spec['hub_id']} ({cfg})"))
     if not frames:
         raise ValueError("bbh: no data loaded")
@@ -149,7 +149,7 @@ def _by_split(build: Callable[[pd.DataFrame, dict], pd.DataFrame],
 
     def load(name: str, spec: dict, seed: int) -> dict[str, pd.DataFrame]:
         out = {}
-        source = _load_source(spec)
+        source = load_source(spec)
         source = splits(source, spec["fields"]) if splits else source
         for role, frame in _assign_roles(name, spec, source).items():
             where = f"{name} {role} ({origin(spec, (spec.get('splits') or {}).get(role))})"
@@ -201,7 +201,7 @@ def gold_source(name: str, spec: dict) -> str:
 
 BENCHMARKS: dict[str, Benchmark] = {
     "gsm8k": Benchmark(
-        load=_by_split(_gsm8k), answer_type="number", instruction=_BOXED, difficulty="n_steps",
+        load=_by_split(gsm8k_rows), answer_type="number", instruction=_BOXED, difficulty="n_steps",
         gold=("solution", "a worked solution ending in '#### <number>'"),
         spec={"hub_id": "openai/gsm8k", "hub_config": "main",
               "fields": {"question": ["question", "problem"], "solution": "answer"},
@@ -217,7 +217,7 @@ BENCHMARKS: dict[str, Benchmark] = {
               "test_fraction": 0.5},
     ),
     "math": Benchmark(
-        load=_by_split(_math), answer_type="math", instruction=_BOXED, difficulty="level",
+        load=_by_split(math_rows), answer_type="math", instruction=_BOXED, difficulty="level",
         gold=("solution", "a solution with its final answer in the last \\boxed{...}"),
         spec={"hub_id": "EleutherAI/hendrycks_math", "hub_config": list(MATH_SUBJECTS),
               "fields": {"question": ["problem", "question"], "solution": "solution", "level": "level",
@@ -225,14 +225,14 @@ BENCHMARKS: dict[str, Benchmark] = {
               "splits": {"pool": "train", "test": "test"}},
     ),
     "aime2025": Benchmark(
-        load=_by_split(_aime), answer_type="number", instruction=_BOXED, difficulty=None,
+        load=_by_split(aime_rows), answer_type="number", instruction=_BOXED, difficulty=None,
         gold=("answer", "a number"),
         spec={"hub_id": "opencompass/AIME2025", "hub_config": ["AIME2025-I", "AIME2025-II"],
               "fields": {"question": ["question", "problem"], "answer": "answer", "solution": "solution", "id": "id"},
               "splits": {"test": "test"}},
     ),
     "mbpp": Benchmark(
-        load=_by_split(coderows.mbpp, coderows.mbpp_splits), answer_type="code", instruction=_CODE,
+        load=_by_split(coderows.mbpp_rows, coderows.mbpp_splits), answer_type="code", instruction=_CODE,
         difficulty="n_tests", gold=("tests", "a list of assert statements"),
         spec={"hub_id": "google-research-datasets/mbpp", "hub_config": "full",
               "fields": {"question": ["text", "prompt"], "solution": "code", "tests": "test_list",
@@ -240,7 +240,7 @@ BENCHMARKS: dict[str, Benchmark] = {
               "splits": {"pool": "train", "test": "test"}},
     ),
     "humaneval": Benchmark(
-        load=_by_split(coderows.humaneval), answer_type="code", instruction=_CODE, difficulty="n_lines",
+        load=_by_split(coderows.humaneval_rows), answer_type="code", instruction=_CODE, difficulty="n_lines",
         gold=("tests", "a check(candidate) function"),
         spec={"hub_id": "openai/openai_humaneval", "hub_config": None,
               "fields": {"question": "prompt", "solution": "canonical_solution", "tests": "test",
@@ -248,7 +248,7 @@ BENCHMARKS: dict[str, Benchmark] = {
               "splits": {"test": "test"}},
     ),
     "arc": Benchmark(
-        load=_by_split(coderows.arc), answer_type="choice",
+        load=_by_split(arc_rows), answer_type="choice",
         instruction="Think step by step, then put the label of your answer within \\boxed{}, e.g. \\boxed{(A)}.",
         difficulty=None, gold=("answer", "a choice label such as B or 3"),
         spec={"hub_id": "allenai/ai2_arc", "hub_config": ["ARC-Challenge", "ARC-Easy"],

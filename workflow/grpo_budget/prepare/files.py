@@ -13,26 +13,27 @@ from typing import Any
 import pandas as pd
 
 from grpo_budget.errors import UserError
+from grpo_budget.io import json_lines
 
-_FORMATS = {"json": "json", "jsonl": "json", "parquet": "parquet", "csv": "csv", "arrow": "arrow"}
+FORMATS = {"json": "json", "jsonl": "json", "parquet": "parquet", "csv": "csv", "arrow": "arrow"}
 _TEXT_FORMATS = ("json", "csv")  # read as UTF-8 text (Parquet and Arrow are binary)
 ROWS_KEY = "examples"  # the key of a .json file's object that holds its rows (BBH's files)
 
 
-def _folder_files(folder: Path) -> list[str]:
+def folder_files(folder: Path) -> list[str]:
     """The data files a folder named in ``data_files`` stands for: those of a known format, sorted."""
     return sorted(str(q) for q in folder.iterdir()
-                  if q.is_file() and Path(q.name.removesuffix(".gz")).suffix.lstrip(".") in _FORMATS)
+                  if q.is_file() and Path(q.name.removesuffix(".gz")).suffix.lstrip(".") in FORMATS)
 
 
-def _expand(files: Any) -> list[str]:
+def expand_files(files: Any) -> list[str]:
     if isinstance(files, (str, Path)):
         files = [files]
     out: list[str] = []
     for f in files:
         p = Path(f)
         if p.is_dir():
-            found = _folder_files(p)
+            found = folder_files(p)
             if not found:
                 raise FileNotFoundError(f"no data files (json/jsonl/parquet/csv) in {p}")
             out.extend(found)
@@ -56,7 +57,7 @@ def local_files(data_files: Any) -> list[str]:
     for f in map(str, data_files):
         p = Path(f)
         if p.is_dir():
-            out += _folder_files(p)
+            out += folder_files(p)
         elif "*" in f:
             out += sorted(glob.glob(f))
         elif p.is_file():
@@ -64,19 +65,19 @@ def local_files(data_files: Any) -> list[str]:
     return out
 
 
-def _infer_format(files: list[str], fmt: str | None) -> str:
+def infer_format(files: list[str], fmt: str | None) -> str:
     if fmt:
-        if fmt not in _FORMATS:
-            raise ValueError(f"unknown data format {fmt!r}; expected one of {sorted(_FORMATS)}")
-        return _FORMATS[fmt]
+        if fmt not in FORMATS:
+            raise ValueError(f"unknown data format {fmt!r}; expected one of {sorted(FORMATS)}")
+        return FORMATS[fmt]
     suffixes = {Path(f.removesuffix(".gz")).suffix.lstrip(".").lower() for f in files}  # HumanEval's .jsonl.gz
-    formats = {_FORMATS.get(s) for s in suffixes}
+    formats = {FORMATS.get(s) for s in suffixes}
     if len(formats) != 1 or None in formats:
         raise ValueError(f"cannot infer the format of {files}; give spec['format']")
     return formats.pop()
 
 
-def _json_field(files: list[str], fmt: str, field: str | None) -> str | None:
+def json_field(files: list[str], fmt: str, field: str | None) -> str | None:
     """The key of a .json file's object that holds the rows (``field``, else :data:`ROWS_KEY` where the file has
     it); None for JSON Lines and lists of rows. An object without that key is refused in one line: read as it is,
     it would be one row (or a parse error) that names no key."""
@@ -135,20 +136,20 @@ def _check_utf8(files: list[str]) -> None:
                     offset += len(line)
 
 
-def _load_local(data_files: Any, fmt: str | None, field: str | None, cache_dir: str | None) -> dict[str, pd.DataFrame]:
+def load_local(data_files: Any, fmt: str | None, field: str | None, cache_dir: str | None) -> dict[str, pd.DataFrame]:
     import datasets
 
     if isinstance(data_files, dict):
-        expanded: Any = {str(k): _expand(v) for k, v in data_files.items()}
+        expanded: Any = {str(k): expand_files(v) for k, v in data_files.items()}
         all_files = [f for v in expanded.values() for f in v]
     else:
-        expanded = _expand(data_files)
+        expanded = expand_files(data_files)
         all_files = expanded
-    fmt = _infer_format(all_files, fmt)
+    fmt = infer_format(all_files, fmt)
     if fmt in _TEXT_FORMATS:
         _check_utf8(all_files)
     kwargs: dict[str, Any] = {"data_files": expanded}
-    jf = _json_field(all_files, fmt, field)
+    jf = json_field(all_files, fmt, field)
     if jf:
         kwargs["field"] = jf
     if cache_dir:
@@ -173,20 +174,15 @@ def _first_bad_json_line(files: list[str]) -> str | None:
     for f in files:
         if "*" in f:
             continue
-        with open(f, encoding="utf-8", errors="replace") as fh:
-            for n, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as e:
-                    return f"{f}:{n}: not valid JSON ({e.msg} at column {e.colno})"
-                if not isinstance(obj, dict):
-                    return f"{f}:{n}: each line must be a JSON object, got {type(obj).__name__}"
+        try:
+            for _ in json_lines(f):
+                pass
+        except UserError as e:
+            return str(e)
     return None
 
 
-def _load_hub(hub_id: str, configs: Any, split: str | None, cache_dir: str | None) -> dict[str, pd.DataFrame]:
+def load_hub(hub_id: str, configs: Any, split: str | None, cache_dir: str | None) -> dict[str, pd.DataFrame]:
     import datasets
 
     if configs is None or isinstance(configs, str):
@@ -212,9 +208,9 @@ def _load_hub(hub_id: str, configs: Any, split: str | None, cache_dir: str | Non
     return {s: pd.concat(v, ignore_index=True) for s, v in parts.items()}
 
 
-def _load_source(spec: dict) -> dict[str, pd.DataFrame]:
+def load_source(spec: dict) -> dict[str, pd.DataFrame]:
     if spec.get("data_files") is not None:
-        return _load_local(spec["data_files"], spec.get("format"), spec.get("field"), spec.get("cache_dir"))
+        return load_local(spec["data_files"], spec.get("format"), spec.get("field"), spec.get("cache_dir"))
     if not spec.get("hub_id"):
         raise ValueError("spec needs either data_files or hub_id")
-    return _load_hub(spec["hub_id"], spec.get("hub_config"), spec.get("hub_split"), spec.get("cache_dir"))
+    return load_hub(spec["hub_id"], spec.get("hub_config"), spec.get("hub_split"), spec.get("cache_dir"))

@@ -55,16 +55,16 @@ import numpy as np
 import pandas as pd
 
 from grpo_budget.errors import UserError
-from grpo_budget.experiment.schema_file import defaults
+from grpo_budget.config.schema import defaults
 from grpo_budget.prepare.benchmarks import BENCHMARKS, gold_source, origin
-from grpo_budget.prepare.rows import _hash, excerpt
+from grpo_budget.prepare.rows import short_hash, excerpt
 
 log = logging.getLogger(__name__)
 
 COLUMNS = ["id", "prompt", "answer", "answer_type", "solution"]
 
 
-def _spec(name: str, spec: dict | None) -> dict:
+def benchmark_spec(name: str, spec: dict | None) -> dict:
     """The benchmark's default spec updated by ``spec``, and the config schema's defaults of the keys it has."""
     if name not in BENCHMARKS:
         raise UserError(f"unknown benchmark {name!r}; allowed: {', '.join(BENCHMARKS)}")
@@ -83,7 +83,7 @@ def _spec(name: str, spec: dict | None) -> dict:
 def _cap(frame: pd.DataFrame, max_items: int | None, seed: int, salt: str) -> pd.DataFrame:
     if max_items is None or len(frame) <= int(max_items):
         return frame.reset_index(drop=True)
-    rng = np.random.default_rng([int(seed), int(_hash(salt, 8), 16)])
+    rng = np.random.default_rng([int(seed), int(short_hash(salt, 8), 16)])
     keep = np.sort(rng.choice(len(frame), size=int(max_items), replace=False))
     return frame.iloc[keep].reset_index(drop=True)
 
@@ -119,7 +119,7 @@ def load_benchmark(name: str, spec: dict | None, seed: int, unlabeled_pool: bool
                    ) -> dict[str, pd.DataFrame]:
     """Load benchmark ``name`` as ``{"pool": frame, "test": frame}`` (either may be absent). ``unlabeled_pool``:
     the pool's items are kept without gold answers (the dataset's ``answers:`` file supplies the bought ones)."""
-    spec = _spec(name, spec)
+    spec = benchmark_spec(name, spec)
     out = BENCHMARKS[name].load(name, spec, seed)
     result = {}
     for role, frame in out.items():

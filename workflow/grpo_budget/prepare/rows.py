@@ -1,10 +1,12 @@
-"""Per-benchmark row conversion: a copy's columns (through the spec's ``fields``) onto the project's columns,
-gold answers and ids; repeated questions and ids (:func:`drop_repeats`, :func:`refuse_repeated_ids`), overlong
-questions (:func:`refuse_long_prompts`)."""
+"""Per-benchmark row conversion of the benchmarks graded by their answer (GSM8K, MATH, AIME, BBH, ARC; the code
+benchmarks are in :mod:`grpo_budget.prepare.coderows`): a copy's columns (through the spec's ``fields``) onto the
+project's columns, gold answers and ids, with the helpers every converter shares; repeated questions and ids
+(:func:`drop_repeats`, :func:`refuse_repeated_ids`), overlong questions (:func:`refuse_long_prompts`)."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 import unicodedata
@@ -14,18 +16,20 @@ import numpy as np
 import pandas as pd
 
 from grpo_budget.errors import UserError
+from grpo_budget.generation.choices import gold as choice_gold
 from grpo_budget.generation.extract import last_boxed
+from grpo_budget.prepare.userrows import choice_label, options as parse_options
 
 log = logging.getLogger(__name__)
 
 _PLAIN_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
-def _hash(text: str, n: int = 12) -> str:
+def short_hash(text: str, n: int = 12) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:n]
 
 
-def _safe_id(value: Any) -> str:
+def safe_id(value: Any) -> str:
     s = str(value).strip()
     s = re.sub(r"\.json$", "", s)
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", s).strip("-")
@@ -102,7 +106,7 @@ def refuse_long_prompts(frame: pd.DataFrame, limit: int, where: str) -> pd.DataF
     return frame
 
 
-def _column(frame: pd.DataFrame, fields: dict, key: str, required: bool = False) -> pd.Series | None:
+def column(frame: pd.DataFrame, fields: dict, key: str, required: bool = False) -> pd.Series | None:
     """The copy's column for ``key``: ``fields[key]`` is a column name or a list of candidates (first present)."""
     wanted = fields.get(key)
     candidates = wanted if isinstance(wanted, (list, tuple)) else [wanted]
@@ -161,7 +165,7 @@ def _level(value: Any) -> int | None:
     return None
 
 
-def _text(series: pd.Series | None, n: int) -> list:
+def text_list(series: pd.Series | None, n: int) -> list:
     if series is None:
         return [None] * n
     return [None if v is None or (isinstance(v, float) and np.isnan(v)) else str(v) for v in series]
@@ -170,18 +174,18 @@ def _text(series: pd.Series | None, n: int) -> list:
 # --------------------------------------------------------------------------- per benchmark
 
 
-def _item_ids(frame: pd.DataFrame, fields: dict, prefix: str, questions: list) -> list[str]:
+def item_ids(frame: pd.DataFrame, fields: dict, prefix: str, questions: list) -> list[str]:
     """``prefix-<the copy's id>`` where the copy has an id column, else ``prefix-<hash of the question>``."""
-    id_col = _column(frame, fields, "id")
+    id_col = column(frame, fields, "id")
     if id_col is not None:
-        return [f"{prefix}-{_safe_id(i)}" for i in id_col]
-    return [f"{prefix}-{_hash(q)}" for q in questions]
+        return [f"{prefix}-{safe_id(i)}" for i in id_col]
+    return [f"{prefix}-{short_hash(q)}" for q in questions]
 
 
-def _gsm8k(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
-    questions = _text(_column(frame, fields, "question", required=True), len(frame))
-    solutions = _text(_column(frame, fields, "solution"), len(frame))
-    answers_col = _column(frame, fields, "answer")
+def gsm8k_rows(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
+    questions = text_list(column(frame, fields, "question", required=True), len(frame))
+    solutions = text_list(column(frame, fields, "solution"), len(frame))
+    answers_col = column(frame, fields, "answer")
     if answers_col is not None:  # a mapped answer column: plain numbers, or solutions ending in '#### <number>'
         answers = [gsm8k_gold(a) if isinstance(a, str) and "####" in a else _normalize_number(a) for a in answers_col]
     else:
@@ -195,7 +199,7 @@ def _gsm8k(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
             return n
         return sum(1 for line in sol.splitlines() if line.strip() and not line.strip().startswith("####"))
 
-    ids = _item_ids(frame, fields, "gsm8k", questions)
+    ids = item_ids(frame, fields, "gsm8k", questions)
     return pd.DataFrame(
         {
             "id": ids,
@@ -208,17 +212,17 @@ def _gsm8k(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
     )
 
 
-def _math(frame: pd.DataFrame, fields: dict, prefix: str = "math") -> pd.DataFrame:
-    questions = _text(_column(frame, fields, "question", required=True), len(frame))
-    solutions = _text(_column(frame, fields, "solution"), len(frame))
-    answers_col = _column(frame, fields, "answer")
+def math_rows(frame: pd.DataFrame, fields: dict, prefix: str = "math") -> pd.DataFrame:
+    questions = text_list(column(frame, fields, "question", required=True), len(frame))
+    solutions = text_list(column(frame, fields, "solution"), len(frame))
+    answers_col = column(frame, fields, "answer")
     if answers_col is not None:
         answers = [math_gold(a) if isinstance(a, str) and "\\boxed" in a else (None if a is None else str(a).strip()) for a in answers_col]
     else:
         answers = [math_gold(s) for s in solutions]
-    levels = _column(frame, fields, "level")
-    types = _column(frame, fields, "type")
-    ids = _item_ids(frame, fields, prefix, questions)
+    levels = column(frame, fields, "level")
+    types = column(frame, fields, "type")
+    ids = item_ids(frame, fields, prefix, questions)
     return pd.DataFrame(
         {
             "id": ids,
@@ -227,17 +231,17 @@ def _math(frame: pd.DataFrame, fields: dict, prefix: str = "math") -> pd.DataFra
             "answer_type": "math",
             "solution": solutions,
             "level": pd.array([_level(v) for v in levels] if levels is not None else [None] * len(frame), dtype="Int64"),
-            "type": _text(types, len(frame)),
+            "type": text_list(types, len(frame)),
             "numeric": [bool(a is not None and _PLAIN_NUMBER.fullmatch(a)) for a in answers],
         }
     )
 
 
-def _aime(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
-    questions = _text(_column(frame, fields, "question", required=True), len(frame))
-    answers = [_normalize_number(a) for a in _column(frame, fields, "answer", required=True)]
-    solutions = _text(_column(frame, fields, "solution"), len(frame))
-    ids = _item_ids(frame, fields, "aime2025", questions)
+def aime_rows(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
+    questions = text_list(column(frame, fields, "question", required=True), len(frame))
+    answers = [_normalize_number(a) for a in column(frame, fields, "answer", required=True)]
+    solutions = text_list(column(frame, fields, "solution"), len(frame))
+    ids = item_ids(frame, fields, "aime2025", questions)
     out = pd.DataFrame(
         {
             "id": ids,
@@ -247,7 +251,7 @@ def _aime(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
             "solution": solutions,
         }
     )
-    part = _column(frame, fields, "part")  # AIME 2025-I or -II: a column of local copies, or the hub config
+    part = column(frame, fields, "part")  # AIME 2025-I or -II: a column of local copies, or the hub config
     if part is not None:
         out["part"] = part.astype(str).to_numpy()
     elif "_config" in frame.columns:
@@ -270,19 +274,19 @@ def _bbh_solution(prompt: str, target: str) -> str:
     return f"Let's think step by step.\n{stem} {obj}. So the answer is \\boxed{{{target}}}."
 
 
-def _bbh_frame(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
-    questions = _text(_column(frame, fields, "question", required=True), len(frame))
+def bbh_rows(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
+    questions = text_list(column(frame, fields, "question", required=True), len(frame))
     targets = []
-    for t in _column(frame, fields, "answer", required=True):
+    for t in column(frame, fields, "answer", required=True):
         t = str(t).strip()
         targets.append(f"({t})" if re.fullmatch(r"[A-G]", t) else t)
     n_objects = [len(_OPTION_LINE.findall(q)) for q in questions]
     n_swaps = [len(_SWAP_SENTENCE.findall(q)) for q in questions]
-    id_col = _column(frame, fields, "id")
+    id_col = column(frame, fields, "id")
     if id_col is not None:
-        ids = [f"bbh-so{n}-{_safe_id(i)}" for n, i in zip(n_objects, id_col)]
+        ids = [f"bbh-so{n}-{safe_id(i)}" for n, i in zip(n_objects, id_col)]
     else:
-        ids = [f"bbh-so{n}-{_hash(q)}" for n, q in zip(n_objects, questions)]
+        ids = [f"bbh-so{n}-{short_hash(q)}" for n, q in zip(n_objects, questions)]
     return pd.DataFrame(
         {
             "id": ids,
@@ -294,3 +298,30 @@ def _bbh_frame(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
             "n_swaps": pd.array(n_swaps, dtype="int64"),
         }
     )
+
+
+def arc_rows(frame: pd.DataFrame, fields: dict) -> pd.DataFrame:
+    """ARC: the stem and its labelled choices as the prompt, the gold label (with every choice's text, for
+    lenient grading) as the answer, the right choice written as a short boxed completion as the solution."""
+    n = len(frame)
+    questions = column(frame, fields, "question", required=True)
+    keys = text_list(column(frame, fields, "answer", required=True), n)
+    listed = column(frame, fields, "choices")  # the hub's copy: {text: [...], label: [...]} beside a plain question
+    stems, options = [], []
+    for i, q in enumerate(questions):
+        q = json.loads(q) if isinstance(q, str) and q.lstrip().startswith("{") else q
+        if isinstance(q, dict):  # AI2's release files: {stem, choices: [{text, label}]}
+            stems.append(str(q["stem"]).strip())
+            options.append([(str(c["label"]).strip(), str(c["text"]).strip()) for c in q["choices"]])
+        else:  # the hub's {label, text}, or a plain list of options (labelled A, B, ...) or a {label: text} mapping
+            stems.append(str(q).strip())
+            options.append((parse_options(listed.iloc[i]) if listed is not None else None) or [])
+    prompts = [s + "\n\nOptions:\n" + "\n".join(f"({lab}) {txt}" for lab, txt in o) for s, o in zip(stems, options)]
+    labels = [choice_label(k, o) if o else None for k, o in zip(keys, options)]  # a label, a 0-based index or a text
+    answers = [None if lab is None else choice_gold(lab, o) for lab, o in zip(labels, options)]
+    solutions = [None if lab is None else f"The answer is ({lab}) {dict(o)[lab]}. \\boxed{{({lab})}}"
+                 for lab, o in zip(labels, options)]
+    id_col = column(frame, fields, "id")
+    ids = [f"arc-{safe_id(i)}" for i in id_col] if id_col is not None else item_ids(frame, fields, "arc", prompts)
+    return pd.DataFrame({"id": ids, "prompt": prompts, "answer": answers, "answer_type": "choice",
+                         "solution": solutions, "n_choices": pd.array([len(o) for o in options], dtype="int64")})

@@ -23,9 +23,9 @@ import numpy as np
 import pandas as pd
 
 from grpo_budget.errors import UserError
-from grpo_budget.experiment.schema_file import defaults
+from grpo_budget.config.schema import defaults
 from grpo_budget.prepare.benchmarks import origin
-from grpo_budget.prepare.files import _load_source
+from grpo_budget.prepare.files import load_source
 from grpo_budget.prepare.rows import drop_repeats, excerpt, refuse_long_prompts, refuse_repeated_ids
 from grpo_budget.prepare.userrows import FORMS, rows
 
@@ -143,7 +143,7 @@ def load(ds: dict) -> dict[str, pd.DataFrame]:
     """``{"pool": frame, "test": frame}`` of a ``source: files`` dataset entry (only ``test`` when eval-only)."""
     spec = spec_of(ds)
     seed, unlabeled = int(ds.get("seed", 0)), bool(ds.get("answers"))
-    source = _load_source(spec)
+    source = load_source(spec)
     chosen = roles(source, spec, bool(ds.get("eval_only")), origin(spec))
     frames: dict[str, pd.DataFrame] = {}
     for role, split in chosen.items():

@@ -24,7 +24,7 @@ import pyarrow as pa
 from grpo_budget.errors import UserError
 from grpo_budget.generation import choices as choice_grading
 from grpo_budget.generation import codegrade
-from grpo_budget.generation.extract import _anchor_segments, _extract_number, _format_number, last_boxed, \
+from grpo_budget.generation.extract import anchor_segments, extract_number, format_number, last_boxed, \
     normalize_option
 
 FIELD_KEYS = ("question", "answer", "choices", "id", "difficulty", "solution")
@@ -161,15 +161,15 @@ def gold(answer_type: str, value: Any, opts: list[tuple[str, str]] | None = None
         return (f"({letter})" if letter else None), None
     if answer_type == "number":
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return _format_number(float(value)), None
-        number, _ = _extract_number(text, "lenient", None)
+            return format_number(float(value)), None
+        number, _ = extract_number(text, "lenient", None)
         plain = bool(_PLAIN_NUMBER.fullmatch(text))
-        return (None if number is None else _format_number(number)), (None if plain else text)
+        return (None if number is None else format_number(number)), (None if plain else text)
     # math: the last box of a worked solution, else the text after its last "the answer is", else the text itself
     box = last_boxed(text)
     if box is not None and box.strip():
         return box.strip(), (text if text != box.strip() else None)
-    for seg in _anchor_segments(text):
+    for seg in anchor_segments(text):
         first = seg.strip().split("\n")[0].strip().rstrip(".").strip().strip("$").strip()
         if first:
             return first, text

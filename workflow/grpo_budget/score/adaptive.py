@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from grpo_budget.experiment.settings import Adaptive
+from grpo_budget.config.settings import Adaptive
 from grpo_budget.select.policies import POLICIES, Pool, budget_size, difficulty_order
 from grpo_budget.select.posterior import posterior, posterior_table
 
@@ -68,20 +68,20 @@ def mass_inside(a: np.ndarray, b: np.ndarray, lo: float, hi: float) -> np.ndarra
 
 
 def unsettled(k: np.ndarray, n: np.ndarray, cuts: list[Target], confidence: float, seed: int,
-              group_size: int | None = None, tolerance: float = 0.0) -> np.ndarray:
+              num_generations: int | None = None, tolerance: float = 0.0) -> np.ndarray:
     """Mask of the items whose side of some cut the posterior does not yet tell at ``confidence`` (pass rates within
     ``tolerance`` of a cut count as right on either side, as in :func:`allocation`)."""
-    return doubt(posterior_table(k, n), cuts, seed, group_size, tolerance) > 1 - confidence
+    return doubt(posterior_table(k, n), cuts, seed, num_generations, tolerance) > 1 - confidence
 
 
-def doubt(table: pd.DataFrame, cuts: list[Target], seed: int, group_size: int | None = None,
+def doubt(table: pd.DataFrame, cuts: list[Target], seed: int, num_generations: int | None = None,
           tolerance: float = 0.0) -> np.ndarray:
     """Per item, the largest posterior probability, over the cuts, that the item is on the wrong side of one: inside
     a cut's interval though not chosen, or outside it though chosen."""
     a, b = posterior(table)
     means = table["pass_rate_eb"].to_numpy()
     order = difficulty_order(means, seed)
-    pool = Pool(table, order, seed, None, group_size)
+    pool = Pool(table, order, seed, None, num_generations)
     worst = np.zeros(len(table))
     for cut in cuts:
         chosen = POLICIES[cut.policy].choose(pool, cut.n)
@@ -93,7 +93,7 @@ def doubt(table: pd.DataFrame, cuts: list[Target], seed: int, group_size: int | 
 
 
 def allocation(k: np.ndarray, n: np.ndarray, settings: Adaptive, cuts: list[Target], seed: int,
-               group_size: int | None = None) -> np.ndarray:
+               num_generations: int | None = None) -> np.ndarray:
     """Samples each item gets in the next round: ``first`` for an unsampled item; then ``step`` (capped at
     ``max_samples``) for each item still in doubt, the most doubtful first while the total stays within
     ``mean_samples`` per item; 0 otherwise. With ``mean_samples`` set, once no item is in doubt at ``confidence``
@@ -105,7 +105,7 @@ def allocation(k: np.ndarray, n: np.ndarray, settings: Adaptive, cuts: list[Targ
     more = np.minimum(settings.step, settings.max_samples - n)
     if not cuts:
         return np.zeros(len(n), dtype=int)
-    d = doubt(posterior_table(k, n), cuts, seed, group_size, settings.tolerance)
+    d = doubt(posterior_table(k, n), cuts, seed, num_generations, settings.tolerance)
     want = np.where((d > 1 - settings.confidence) & (more > 0), more, 0)
     if settings.mean_samples is not None:
         left = max(0, int(settings.mean_samples * len(n)) - int(n.sum()))

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from grpo_budget.select.sources import AGREEMENT_COLUMNS
+
 
 @dataclass(frozen=True)
 class Majority:
@@ -51,7 +53,6 @@ def answer_entropy(answers: Sequence[str | None]) -> float:
     return float(-sum(c / n * math.log(c / n) for c in counts))
 
 
-AGREEMENT_COLUMNS = ["majority_answer", "majority_tied", "n_agree", "agreement", "answer_entropy"]
 
 
 def agreement_columns(answers: pd.Series) -> pd.DataFrame:

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_budget.errors import UserError
-from grpo_budget.experiment.settings import Adaptive, Generation
+from grpo_budget.config.settings import Adaptive, Generation
 from grpo_budget.generation.backends import Generator, from_settings
 from grpo_budget.generation.sample import sample_and_grade
 from grpo_budget.generation.sampling import Sampling
@@ -36,7 +36,7 @@ DRIFT_COLUMNS = ["id", "n_samples", "n_correct", "pass_rate", "n_samples_before"
 
 
 def replay(correct: Sequence[Sequence[bool]], settings: Adaptive, cuts: list, seed: int,
-           group_size: int | None = None) -> list[np.ndarray] | None:
+           num_generations: int | None = None) -> list[np.ndarray] | None:
     """The samples each item drew in each round of adaptive scoring, from its graded samples in round order (the
     score table's ``correct`` lists, in the pool's order): the allocation of each round is a function of the counts
     before it. None when the replay does not end at the table's counts (a table made by other scoring code)."""
@@ -44,7 +44,7 @@ def replay(correct: Sequence[Sequence[bool]], settings: Adaptive, cuts: list, se
     k, n = np.zeros(len(total), dtype=int), np.zeros(len(total), dtype=int)
     rounds = []
     while True:
-        more = adaptive_mod.allocation(k, n, settings, cuts, seed, group_size)
+        more = adaptive_mod.allocation(k, n, settings, cuts, seed, num_generations)
         if not more.any():
             break
         if np.any(n + more > total):

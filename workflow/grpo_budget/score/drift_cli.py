@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 
 def cmd_drift(a: argparse.Namespace) -> None:
-    from grpo_budget.experiment.settings import Adaptive, Generation
+    from grpo_budget.config.settings import Adaptive, Generation
     from grpo_budget.score.drift import rescore
 
     adaptive = a.settings.get("adaptive")

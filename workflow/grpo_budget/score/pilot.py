@@ -19,11 +19,10 @@ import numpy as np
 import pandas as pd
 
 from grpo_budget.aggregate.signal import CHANGE, NOTHING
-from grpo_budget.cluster import memory_plan
+from grpo_budget.cluster.jobs import generation_job
 from grpo_budget.errors import UserError
 from grpo_budget.experiment import plan
 from grpo_budget.experiment.config import load
-from grpo_budget.experiment.settings import Generation
 from grpo_budget.generation.backends import from_settings
 from grpo_budget.generation.sample import sample_and_grade
 from grpo_budget.generation.sampling import Sampling
@@ -114,8 +113,7 @@ def run(config: dict, configfile: str, models: list[str] | None = None, datasets
         if {"bootstrap", "gguf"} & set(config["models"][model]) and not Path(path).is_dir():
             raise UserError(f"model {model} is made by the workflow ({path} does not exist yet): make it first with "
                             f"`snakemake --configfile {configfile} {path}`")
-        g = Generation.from_dict(memory_plan.job_generation(
-            config, model, plan.generation_settings(config, "scoring", model)), "scoring")
+        g = generation_job(config, "score", model).generation
         gen = from_settings(path, g)
         for dataset in datasets:
             pool = pool_items(config, dataset, items, g.seed)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from grpo_budget.digest import model_digest
 from grpo_budget.errors import UserError
-from grpo_budget.experiment.settings import Adaptive, Generation
+from grpo_budget.config.settings import Adaptive, Generation
 from grpo_budget.generation.backends import Generator, from_settings
 from grpo_budget.generation.sampling import Sampling
 from grpo_budget.generation.sample import GRADED_COLUMNS, sample_and_grade
@@ -122,7 +122,7 @@ def score_in_rounds(gen: Generator, pool: pd.DataFrame, dataset: dict, g: Genera
     for done in rounds:
         add(done)
     while True:
-        more = adaptive_mod.allocation(k, n, adaptive, targets, g.seed, cuts.get("group_size"))
+        more = adaptive_mod.allocation(k, n, adaptive, targets, g.seed, cuts.get("group_size"))  # the cuts' name for G
         if not more.any():
             break
         r = len(rounds)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from grpo_budget.experiment.settings import Generation
+from grpo_budget.config.settings import Generation
 from grpo_budget.generation.backends import from_settings
 from grpo_budget.generation.sampling import Sampling
 from grpo_budget.generation.sample import sample_and_grade

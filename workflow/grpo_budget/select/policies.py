@@ -31,7 +31,7 @@ class Pool:
     order: np.ndarray
     seed: int
     tiers: dict | None
-    group_size: int | None = None  # G of the GRPO groups the subset will train in (the learnable policy)
+    num_generations: int | None = None  # the group size G the subset will train with (the learnable policy)
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class Policy:
     size: Callable[[Pool], int] | None = None  # its own size (budget ignored); None: the budget sets it
     doc: str = ""
     ranks: bool = False  # its choice depends on the pass-rate estimates (adaptive scoring settles its cut)
-    needs_group_size: bool = False  # its choice depends on the training G
+    needs_num_generations: bool = False  # its choice depends on the training group size
     seeded: bool = False  # its subset changes with the seed (beyond breaking ties): each seed buys other items
 
 
@@ -57,14 +57,14 @@ def _medium(pool: Pool, n: int) -> np.ndarray:
     return pool.order[start : start + n]
 
 
-def learnable_scores(scores: pd.DataFrame, G: int) -> np.ndarray:
+def learnable_scores(scores: pd.DataFrame, num_generations: int) -> np.ndarray:
     """Each item's posterior expected learnable share ``E[1 - p^G - (1 - p)^G]``: the chance that a GRPO group of
-    ``G`` completions has mixed rewards (a non-zero advantage)."""
-    return expected_learnable_beta(*posterior(scores), G)
+    ``num_generations`` completions (G) has mixed rewards (a non-zero advantage)."""
+    return expected_learnable_beta(*posterior(scores), num_generations)
 
 
 def _learnable(pool: Pool, n: int) -> np.ndarray:
-    return seeded_order(-learnable_scores(pool.scores, pool.group_size), pool.seed)[:n]
+    return seeded_order(-learnable_scores(pool.scores, pool.num_generations), pool.seed)[:n]
 
 
 def in_tiers(scores: pd.DataFrame, tiers: dict | None) -> np.ndarray:
@@ -88,7 +88,7 @@ POLICIES: dict[str, Policy] = {
     "hard": Policy(lambda pool, n: pool.order[:n], "#d62728", doc="the lowest base pass rates", ranks=True),
     "medium": Policy(_medium, "#2ca02c", doc="the window centred on the median of the difficulty order", ranks=True),
     "easy": Policy(lambda pool, n: pool.order[::-1][:n], "#1f77b4", doc="the highest base pass rates", ranks=True),
-    "learnable": Policy(_learnable, "#17becf", ranks=True, needs_group_size=True,
+    "learnable": Policy(_learnable, "#17becf", ranks=True, needs_num_generations=True,
                         doc="the highest posterior expected learnable share for the training group size G"),
     "random": Policy(_seeded_sample, "#ff7f0e", doc="a seeded uniform sample", seeded=True),
     "full": Policy(lambda pool, n: pool.order, "#555555", size=lambda pool: len(pool.scores),
@@ -154,19 +154,20 @@ def difficulty_order(pass_rates: np.ndarray, seed: int) -> np.ndarray:
 
 
 def select(scores: pd.DataFrame, arm: str, budget: float | int, seed: int, tiers: dict | None = None,
-           rounding: str = "half_up", group_size: int | None = None, source: str = "labels") -> pd.DataFrame:
+           rounding: str = "half_up", num_generations: int | None = None, source: str = "labels") -> pd.DataFrame:
     """The rows of ``scores`` that an arm buys: its policy (see :data:`POLICIES`) ranking by its difficulty source
     (``POLICY@SOURCE``, else ``source``; see :data:`grpo_budget.select.sources.SOURCES`), with ``rank`` (1 = hardest in
     the pool by that source), ``difficulty`` (the estimate it ranked by), ``difficulty_source`` and
     ``scoring_labels`` (gold answers the ranking needed: the pool for a label source, else 0). The score columns
-    stay as scored (gold pass rates where the pool has them). ``group_size``: the training G (``learnable``)."""
+    stay as scored (gold pass rates where the pool has them). ``num_generations``: the training group size G
+    (``learnable``)."""
     policy, source = sources.split_arm(arm, source)
     if policy not in POLICIES:
         raise UserError(f"unknown policy {policy!r}; allowed: {', '.join(POLICIES)}")
     if source not in sources.SOURCES:
         raise UserError(f"unknown difficulty source {source!r}; allowed: {', '.join(sources.SOURCES)}")
     spec = POLICIES[policy]
-    if spec.needs_group_size and not group_size:
+    if spec.needs_num_generations and not num_generations:
         raise UserError(f"policy {policy} needs the training group size (training.num_generations): --group-size G")
     n_pool = len(scores)
     ranked = sources.ranking_counts(scores, source) if spec.ranks else scores
@@ -175,7 +176,7 @@ def select(scores: pd.DataFrame, arm: str, budget: float | int, seed: int, tiers
     order = difficulty_order(values, seed)
     rank = np.empty(n_pool, dtype=int)
     rank[order] = np.arange(1, n_pool + 1)
-    pool = Pool(ranked, order, seed, tiers, group_size)
+    pool = Pool(ranked, order, seed, tiers, num_generations)
     n = spec.size(pool) if spec.size else budget_size(budget, n_pool, rounding)
     chosen = spec.choose(pool, n)
     out = scores.iloc[chosen].copy()

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import pandas as pd
 
 from grpo_budget.errors import UserError
-from grpo_budget.score.agreement import AGREEMENT_COLUMNS
 from grpo_budget.select.posterior import EB_COLUMNS, with_posterior
 
 
@@ -26,6 +25,9 @@ SOURCES: dict[str, Source] = {
     "proxy_agreement": Source(True, False, "the proxy model's self-agreement (no gold answers)"),
 }
 ARM_SEPARATOR = "@"
+# The columns of an item's agreement (grpo_budget.score.agreement writes them into the score table): what the
+# agreement sources rank by.
+AGREEMENT_COLUMNS = ["majority_answer", "majority_tied", "n_agree", "agreement", "answer_entropy"]
 
 
 # The score table's per-item statistics of the model that scored (grpo_budget.generation.sample.GRADED_COLUMNS' counts, EB_COLUMNS and

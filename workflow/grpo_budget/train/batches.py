@@ -1,14 +1,21 @@
-"""Generation batches as TRL's ``GRPOTrainer`` builds them: rows taken from several, re-padded and recounted, and
-log-probs of their completions (what dynamic sampling and the training methods rebuild a step's batch with)."""
+"""Generation batches as TRL's ``GRPOTrainer`` builds them: rows taken from several, re-padded and recounted,
+log-probs of their completions, and a tag naming a step's draw (what dynamic sampling and the training methods
+rebuild a step's batch with and log)."""
 
 from __future__ import annotations
+
+import hashlib
 
 LEFT_PADDED = {"prompt_ids": "pad", "prompt_mask": 0}
 RIGHT_PADDED = {"completion_ids": "pad", "completion_mask": 0, "old_per_token_logps": 0.0,
                 "sampling_per_token_logps": 0.0, "ref_per_token_logps": 0.0, "importance_sampling_ratio": 0.0,
                 "tool_mask": 1}
-ROWS = {"advantages", "correct", "item"}  # one value per row; correct and item are ours (grpo_budget.train.dynamic)
+ROWS = {"advantages", "correct", "item"}  # one value per row; correct and item are ours (grpo_budget.train.trainer)
 RECOUNTED = {"num_items_in_batch"}  # tokens of the loss, recomputed over the kept rows
+
+
+def pad_id(trainer) -> int:
+    return getattr(trainer, "_tokenizer", trainer.processing_class).pad_token_id
 
 
 def _pad(t, width: int, value, left: bool):
@@ -88,3 +95,18 @@ def completion_logps(trainer, batch: dict, reference: bool = False):
 def mean_logps(logps, completion_mask):
     """Each row's mean per-token log-prob over its completion (0 for an empty completion)."""
     return (logps * completion_mask).sum(1) / completion_mask.sum(1).clamp(min=1)
+
+
+def with_old_logps(trainer, batch: dict) -> dict:
+    """``batch`` with the sampling policy's per-token log-probs (``old_per_token_logps``), computed now if TRL did
+    not: rows a method generated otherwise carry theirs, so every row must."""
+    if "old_per_token_logps" not in batch:
+        batch["old_per_token_logps"] = completion_logps(trainer, batch)
+    return batch
+
+
+def draw_tag(items) -> float:
+    """A number naming a set of items, logged per step so that two runs' draws can be compared exactly (exact in
+    a float64: 40 bits)."""
+    text = ",".join(str(int(i)) for i in sorted(items))
+    return float(int(hashlib.sha256(text.encode()).hexdigest()[:10], 16))

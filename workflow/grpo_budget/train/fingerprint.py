@@ -8,9 +8,10 @@ from dataclasses import asdict
 
 import pandas as pd
 
+from grpo_budget.config import records
+from grpo_budget.config.settings import Training
 from grpo_budget.digest import model_digest
-from grpo_budget.experiment.settings import Training
-from grpo_budget.train.methods import inactive
+from grpo_budget.train.methods import method_of
 
 
 def trajectory_settings(t: Training) -> dict:
@@ -19,8 +20,12 @@ def trajectory_settings(t: Training) -> dict:
     (extending a run, as a SLURM requeue or a raised max_steps does, must resume) -- except that the length stays
     in when the learning-rate schedule depends on it (decay, or a warmup given as a ratio of max_steps). With
     ``epochs`` set, ``max_steps`` is ignored, so never counts; unset ``epochs`` is left out, which keeps the
-    fingerprints of runs made before the field existed."""
+    fingerprints of runs made before the field existed. The method's own settings count, by name; fields added
+    since the first fingerprints count only where they change what runs did before them
+    (:data:`grpo_budget.config.records.FINGERPRINT`)."""
     s = asdict(t)
+    del s["method_settings"]
+    s.update(method_of(t).own(t))
     # HF's "constant" schedule ignores warmup; "constant_with_warmup" with no warmup is the same schedule.
     schedule, no_warmup = t.lr_scheduler_type, float(t.warmup_ratio) == 0
     ignores_max_steps = schedule == "constant" or (schedule == "constant_with_warmup" and no_warmup)
@@ -32,19 +37,9 @@ def trajectory_settings(t: Training) -> dict:
     dropped |= {"gradient_checkpointing", "vllm_gpu_memory_utilization", "vllm_max_model_length"}
     # Where a run trains changes rounding, not the experiment: a run moved between machines resumes.
     dropped |= {"device"}
-    if t.dtype == "auto":  # unset, as before the field existed: the fingerprint stays
-        dropped |= {"dtype"}
     # Where the steps are also logged (TensorBoard, W&B) changes nothing they compute.
     dropped |= {"report_to"}
-    if t.top_k == 0:  # no cut, what TRL did before the field existed: the fingerprint stays
-        dropped |= {"top_k"}
-    if not t.dynamic_sampling:  # off, as before the fields existed: the fingerprint stays
-        dropped |= {"dynamic_sampling", "dynamic_max_rounds"}
-    # Only the run's own method's settings shape it; grpo, as before the field existed, keeps the fingerprint.
-    dropped |= inactive(s)
-    if t.lora.layers is None:  # unset, as before the field existed: the fingerprint stays
-        del s["lora"]["layers"]
-    return {k: v for k, v in s.items() if k not in dropped}
+    return records.left_out({k: v for k, v in s.items() if k not in dropped}, records.FINGERPRINT)
 
 
 # The parts of a dataset entry that shape training beyond the subset's rows: the prompt and the reward.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from grpo_budget.errors import UserError
-from grpo_budget.experiment.settings import Lora
+from grpo_budget.config.settings import Lora
 
 
 def lora_config(lora: Lora, target_modules=None, layers: list[int] | None = None):

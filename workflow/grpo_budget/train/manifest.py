@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from grpo_budget.errors import UserError
-from grpo_budget.experiment.plan import paths
+from grpo_budget.paths import paths
 from grpo_budget.io import RESULTS, absolute, inside
 
 WILDCARD = {"seed": r"\d+"}  # the Snakefile's constraint; every other part is one path component

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from grpo_budget.experiment.settings import Training
+from grpo_budget.config.settings import Training
 
 
 def prompts_per_generation(args) -> int:
@@ -16,9 +16,9 @@ def prompts_per_generation(args) -> int:
 
 
 def default_prompts_per_step(t: Training) -> int:
-    """``prompts_per_generation`` of :func:`grpo_budget.train.training.grpo_config` on one process, without building it."""
-    accumulation, generations = int(t.gradient_accumulation_steps), int(t.num_generations)
-    return int(t.prompts_per_step) * generations // accumulation * accumulation // generations
+    """``prompts_per_generation`` of :func:`grpo_budget.train.training.grpo_config` on one process, without building it:
+    TRL's generation batch (the per-device batch x the accumulation steps) over G."""
+    return t.per_device_batch * int(t.gradient_accumulation_steps) // int(t.num_generations)
 
 
 def _half_up(x: float) -> int:

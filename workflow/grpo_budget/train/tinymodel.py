@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from grpo_budget.experiment.settings import Bootstrap
+from grpo_budget.config.settings import Bootstrap
 from grpo_budget.generation import grading
 from grpo_budget.generation.backends import TransformersGenerator
 from grpo_budget.generation.sampling import Sampling

@@ -7,7 +7,6 @@ written atomically at the end.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import math
 import os
@@ -17,8 +16,8 @@ import pandas as pd
 
 from grpo_budget import device as devices
 from grpo_budget.errors import UserError
-from grpo_budget.experiment import schema
-from grpo_budget.experiment.settings import Training
+from grpo_budget.config import schema
+from grpo_budget.config.settings import Training
 from grpo_budget.generation import custom_rewards, prompts, rewards
 from grpo_budget.generation.backends import load_tokenizer
 from grpo_budget.generation.vllm_args import effective_top_k, model_top_k
@@ -28,12 +27,13 @@ from grpo_budget.prepare.userrows import cell
 from grpo_budget.select.sources import labels_bought
 from grpo_budget.train.checkpoints import (adapter_digest, checkpoints, claim_checkpoint_dir, digest_recorder,
                                            discard_incomplete, record_digests, room_to_save)
-from grpo_budget.train.dynamic import trainer_class
 from grpo_budget.train.fingerprint import fingerprint
 from grpo_budget.train.manifest import recorded
-from grpo_budget.train.methods import METHODS, check_batch
 from grpo_budget.train.lora import check_lora_targets, lora_config, resolve_lora_targets
+from grpo_budget.train.methods import method_of
+from grpo_budget.train.reporting import learnable_share, reporting_env, reporting_package
 from grpo_budget.train.schedule import planned_saves, prompts_per_generation, schedule
+from grpo_budget.train.trainer import trainer_class
 from grpo_budget.train.trainlog import column_recorder, read_columns, whole_run
 
 log = logging.getLogger(__name__)
@@ -138,11 +138,7 @@ def _fit(subset: pd.DataFrame, model_path: str, args, t: Training, dataset: dict
             processing_class=tokenizer,
             peft_config=lora_config(t.lora, targets, layers),
             callbacks=[planned_saves(planned), digest_recorder(), column_recorder(resumed_from)],
-            dynamic=t.dynamic_sampling,
-            max_rounds=t.dynamic_max_rounds,
-            seed=int(args.seed),
-            method=t.method,
-            method_settings=t.method_settings(),
+            training=t,
         )
         if t.report_to != "none":
             trainer.callback_handler.callbacks.insert(0, learnable_share())
@@ -175,7 +171,7 @@ def function_columns(subset: pd.DataFrame, t: Training, dataset: dict) -> list[s
     if not custom_rewards.refs(dataset, t.rewards):
         return []
     return [c for c in custom_rewards.columns_of(subset) if c not in (*SUBSET_COLUMNS, "solution")] + \
-        (["solution"] if "solution" in subset and not METHODS[t.method].needs_solutions else [])
+        (["solution"] if "solution" in subset and not method_of(t).needs_solutions else [])
 
 
 def preflight(model_path: str, t: Training) -> None:
@@ -197,7 +193,7 @@ def preflight(model_path: str, t: Training) -> None:
 def solution_column(subset: pd.DataFrame, t: Training, dataset: dict, subset_path) -> list[str]:
     """``["solution"]`` when the run's method reads reference solutions (``guided``), which every selected item must
     have; else ``[]``."""
-    if not METHODS[t.method].needs_solutions:
+    if not method_of(t).needs_solutions:
         return []
     has = subset["solution"].map(lambda s: isinstance(s, str) and bool(s.strip())) if "solution" in subset else None
     if has is None or not has.all():
@@ -230,11 +226,9 @@ def check_trainable(n_items: int, args, t: Training, subset_path: str | Path) ->
         )
     if int(t.max_steps) < 1:
         raise UserError(f"training.max_steps is {t.max_steps}: set it to 1 or more")
-    if t.method == "codapo":
-        why = check_batch(int(t.prompts_per_step), int(t.num_generations), int(args.steps_per_generation),
-                          t.codapo_resample_share, t.codapo_repeats)
-        if why:
-            raise UserError(why)
+    problem = method_of(t).batch_problem(t, int(args.steps_per_generation))
+    if problem:
+        raise UserError(problem[1])
 
 
 def grpo_config(t: Training, out_dir: Path, seed: int, on_gpu: bool, n_items: int | None = None):
@@ -244,7 +238,6 @@ def grpo_config(t: Training, out_dir: Path, seed: int, on_gpu: bool, n_items: in
     :func:`grpo_budget.train.schedule.planned_saves` drops the rest)."""
     from trl import GRPOConfig
 
-    per_device = int(t.prompts_per_step) * int(t.num_generations) // int(t.gradient_accumulation_steps)
     # Always passed: TRL's GRPOConfig turns checkpointing on by default, which would ignore a configured false.
     # "auto" unresolved (the workflow resolves it from the memory plan on cuda) is off on the CPU, on on a GPU.
     checkpointing = t.gradient_checkpointing
@@ -257,7 +250,7 @@ def grpo_config(t: Training, out_dir: Path, seed: int, on_gpu: bool, n_items: in
                      vllm_max_model_length=t.vllm_max_model_length)
     args = GRPOConfig(
         output_dir=str(out_dir),
-        per_device_train_batch_size=per_device,
+        per_device_train_batch_size=t.per_device_batch,
         gradient_accumulation_steps=int(t.gradient_accumulation_steps),
         num_generations=int(t.num_generations),
         learning_rate=float(t.learning_rate),
@@ -293,41 +286,3 @@ def grpo_config(t: Training, out_dir: Path, seed: int, on_gpu: bool, n_items: in
         max_steps, steps = schedule(n_items, t, prompts_per_generation(args))
         args.max_steps, args.save_steps = max_steps, math.gcd(*steps)
     return args
-
-
-REPORT_DIRS = {"tensorboard": "tb", "wandb": "wandb"}  # report_to -> its folder in the run's folder
-
-
-def reporting_env(report_to: str, run_dir: Path) -> dict[str, str]:
-    """Environment for TRL's ``report_to``: TensorBoard event files in ``run_dir/tb`` (``tensorboard --logdir
-    results/`` then finds every arm), W&B offline in ``run_dir/wandb`` (``wandb sync`` uploads it later)."""
-    if report_to == "none":
-        return {}
-    reporting_package(report_to)
-    folder = run_dir / REPORT_DIRS[report_to]
-    folder.mkdir(parents=True, exist_ok=True)
-    if report_to == "tensorboard":
-        return {"TENSORBOARD_LOGGING_DIR": str(folder)}
-    return {"WANDB_MODE": os.environ.get("WANDB_MODE", "offline"), "WANDB_DIR": str(folder),
-            "WANDB_PROJECT": os.environ.get("WANDB_PROJECT", "grpo-budget")}
-
-
-def reporting_package(report_to: str) -> None:
-    """Refuse a ``report_to`` whose package is not installed."""
-    if report_to != "none" and importlib.util.find_spec(report_to) is None:
-        raise UserError(f"training.report_to is {report_to}, but the {report_to} package is not installed: "
-                        f"pip install {report_to}, or set training.report_to: none")
-
-
-def learnable_share():
-    """A ``TrainerCallback`` that adds ``learnable_share`` (1 - ``frac_reward_zero_std``: the share of groups with
-    mixed rewards, which carry a gradient) to what the reporting callbacks see; placed first, it runs before
-    them. ``log_history`` (the run's train_log) is a copy the Trainer made before, so it keeps its columns."""
-    from transformers import TrainerCallback
-
-    class LearnableShare(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if logs is not None and logs.get("frac_reward_zero_std") is not None:
-                logs["learnable_share"] = 1.0 - float(logs["frac_reward_zero_std"])
-
-    return LearnableShare()

@@ -1,27 +1,36 @@
-"""Typed settings of each stage, read from the validated config.
+"""Typed settings of each stage, filled from the config schema (:mod:`grpo_budget.config.schema`), the one source of
+defaults: a settings object is built from a config section whose missing fields the schema fills in, and restates
+none of them (a field the schema leaves without a default is ``None`` when absent). ``tests/test_registries.py``
+checks that every class has exactly its schema section's fields.
 
-The schema (``workflow/grpo_budget/schemas/config.schema.yaml``) is the one source of defaults: a settings object is built from
-a config section whose missing fields the schema fills in (:func:`grpo_budget.experiment.schema.fill`), never from defaults
-restated here. ``tests/experiment/test_config.py`` checks that every class has exactly its schema section's fields.
-"""
+A training section's settings that belong to one method (``codapo_*``, ``guidance_*``) travel by name in
+``Training.method_settings``: which method owns which, and what they mean, is the method's
+(:data:`grpo_budget.train.methods.METHODS`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
 
-from grpo_budget.experiment import schema
-from grpo_budget.train.methods import PREFIXES
+from grpo_budget.config import schema
 
 # What a job's settings carry besides its config section: the model's properties and the config's device, and the
-# memory plan's vLLM context length (training on cuda).
+# memory plan's vLLM context length (training on cuda). Absent, they are the model's schema defaults or unknown.
 JOB_EXTRAS = ("chat_template_kwargs", "dtype", "device", "vllm_max_model_length")
 
 
-def _build(cls, pointer: tuple[str, ...], values: dict | None, **extra: Any):
+def _names(cls) -> list[str]:
+    return [f.name for f in fields(cls)]
+
+
+def _extras(values: dict, names) -> dict:
+    """The job extras among ``names`` from ``values``, absent ones as the model's schema default (dtype) or None."""
+    model = schema.defaults(schema.MODEL)
+    return {k: values[k] if k in values else model.get(k) for k in JOB_EXTRAS if k in names}
+
+
+def _build(cls, pointer: tuple[str, ...], values: dict | None):
     full = schema.fill(pointer, values or {})
-    names = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in full.items() if k in names}, **extra)
+    return cls(**{k: full.get(k) for k in _names(cls)})
 
 
 @dataclass(frozen=True)
@@ -30,14 +39,18 @@ class Lora:
     alpha: int
     dropout: float
     target_modules: str | list[str]
-    layers: list[int] | None = None  # [start, end] of the decoder layers to adapt; None: all
+    layers: list[int] | None  # [start, end] of the decoder layers to adapt; None: all
+
+    @classmethod
+    def from_dict(cls, values: dict | None) -> "Lora":
+        return _build(cls, ("training", "lora"), values)
 
 
 @dataclass(frozen=True)
 class Training:
-    """The config's ``training`` section (plus the model's ``chat_template_kwargs``)."""
+    """The config's ``training`` section, and the job's extras (:data:`JOB_EXTRAS`)."""
 
-    num_generations: int
+    num_generations: int  # the group size G: completions per prompt (TRL's and the config's name)
     prompts_per_step: int
     gradient_accumulation_steps: int
     learning_rate: float
@@ -49,6 +62,8 @@ class Training:
     max_grad_norm: float
     max_steps: int
     save_steps: int
+    epochs: float | None  # None: train max_steps steps (see grpo_budget.train.schedule)
+    checkpoints: int | None
     max_completion_length: int
     beta: float
     temperature: float
@@ -56,45 +71,44 @@ class Training:
     top_k: int | None  # 0: no cut; None: the model's generation_config decides, as in scoring
     loss_type: str
     scale_rewards: str
+    dynamic_sampling: bool  # DAPO's online filtering (grpo_budget.train.trainer)
+    dynamic_max_rounds: int
+    rewards: dict  # reward name -> weight (grpo_budget.generation.rewards)
     bf16: bool
+    method: str  # grpo_budget.train.methods.METHODS
     gradient_checkpointing: bool | str  # "auto": the memory plan decides (grpo_budget.cluster.memory)
     use_vllm: bool
     vllm_mode: str
     vllm_gpu_memory_utilization: float | str  # "auto": the memory plan's share
-    report_to: str  # none | tensorboard | wandb: a logging sink, not a training knob (not in the fingerprint)
+    report_to: str  # a logging sink, not a training knob (not in the fingerprint)
     lora: Lora
-    chat_template_kwargs: dict | None = None  # a property of the model, not a training knob
-    dynamic_sampling: bool = False  # DAPO's online filtering (grpo_budget.train.dynamic)
-    dynamic_max_rounds: int = 4
-    rewards: dict | None = None  # reward name -> weight (grpo_budget.generation.rewards); None: the schema's default
-    epochs: float | None = None  # None: train max_steps steps (see grpo_budget.train.schedule)
-    checkpoints: int | None = None
-    dtype: str = "auto"  # the model's (models.NAME.dtype)
-    device: str | None = None  # the config's (cuda requires a usable GPU); None: what the machine has (library use)
-    vllm_max_model_length: int | None = None  # the memory plan's (prompt + completion), on cuda
-    method: str = "grpo"  # grpo_budget.train.methods: the settings below belong to one method each
-    codapo_weight_offset: float = 0.1
-    codapo_resample_share: float = 0.25
-    codapo_repeats: int = 4
-    codapo_resample: str = "top"
-    guidance_fraction: float = 0.5
-    guidance_when: str = "failed"
-
-    def method_settings(self) -> dict:
-        """The settings of this run's method (``codapo_*`` or ``guidance_*``), by name."""
-        prefix = PREFIXES.get(self.method)
-        return {k: v for k, v in vars(self).items() if prefix and k.startswith(prefix)}
+    method_settings: dict  # every method's own settings by name, as the schema fills them (see the module doc)
+    chat_template_kwargs: dict | None  # a property of the model, not a training knob
+    dtype: str  # the model's (models.NAME.dtype)
+    device: str | None  # the config's (cuda requires a usable GPU); None: what the machine has (library use)
+    vllm_max_model_length: int | None  # the memory plan's (prompt + completion), on cuda
 
     @classmethod
     def from_dict(cls, values: dict | None) -> "Training":
+        """A training job's settings (or a training section): what is missing comes from the schema."""
         values = values or {}
+        names = _names(cls)
         full = schema.fill(("training",), {k: v for k, v in values.items() if k not in JOB_EXTRAS})
-        return cls(**{**full, "lora": Lora(**full["lora"])}, **{k: values[k] for k in JOB_EXTRAS if k in values})
+        own = [n for n in names if n not in ("lora", "method_settings", *JOB_EXTRAS)]
+        return cls(**{k: full.get(k) for k in own}, lora=Lora.from_dict(full["lora"]),
+                   method_settings={k: v for k, v in full.items() if k not in names},
+                   **_extras(values, names))
+
+    @property
+    def per_device_batch(self) -> int:
+        """Completions in one micro-batch on one process: a step's prompts x G over the accumulation steps (TRL's
+        ``per_device_train_batch_size``; the memory plan sizes activations by it)."""
+        return int(self.prompts_per_step) * int(self.num_generations) // int(self.gradient_accumulation_steps)
 
 
 @dataclass(frozen=True)
 class Generation:
-    """A scoring or evaluation job's sampling and engine settings (see ``plan.generation_settings``)."""
+    """A scoring or evaluation job's sampling and engine settings (see ``grpo_budget.cluster.jobs``)."""
 
     num_samples: int
     temperature: float
@@ -106,23 +120,22 @@ class Generation:
     backend: str
     backend_kwargs: dict
     max_lora_rank: int
-    chat_template_kwargs: dict | None = None
-    dtype: str = "auto"  # the model's (models.NAME.dtype)
-    device: str | None = None  # the config's (cuda requires a usable GPU); None: what the machine has (library use)
+    chat_template_kwargs: dict | None
+    dtype: str  # the model's (models.NAME.dtype)
+    device: str | None  # the config's (cuda requires a usable GPU); None: what the machine has (library use)
 
     @classmethod
     def from_dict(cls, values: dict, section: str = "scoring") -> "Generation":
         """``values``: a job's settings; what is missing comes from the schema's ``section`` and top level."""
         values = dict(values)
+        names = _names(cls)
         top = {k: values.pop(k) for k in ("backend", "backend_kwargs") if k in values}
         extra = {k: values.pop(k) for k in ("max_lora_rank", *JOB_EXTRAS) if k in values}
         section_values = schema.fill((section,), values)
         top = schema.fill_top(top, ("backend", "backend_kwargs"))
-        if "max_lora_rank" not in extra:
-            extra["max_lora_rank"] = schema.fill(("training",), {})["lora"]["r"]
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in section_values.items() if k in names}, **top,
-                   **{k: v for k, v in extra.items() if k in names})
+        rank = extra.get("max_lora_rank", schema.fill(("training",), {})["lora"]["r"])
+        return cls(**{k: v for k, v in section_values.items() if k in names}, **top, max_lora_rank=rank,
+                   **_extras(extra, names))
 
 
 @dataclass(frozen=True)
@@ -211,6 +224,5 @@ class Adaptive:
 
 
 # Settings class -> its schema section, for the test that they agree.
-SECTIONS = {Training: ("training",), Lora: ("training", "lora"), Analysis: ("analysis",), Cost: ("cost",), Gpu: ("gpu",),
-            Adaptive: ("scoring", "adaptive"),
-            Bootstrap: schema.BOOTSTRAP}
+SECTIONS = {Training: ("training",), Lora: ("training", "lora"), Analysis: ("analysis",), Cost: ("cost",),
+            Gpu: ("gpu",), Adaptive: ("scoring", "adaptive"), Bootstrap: schema.BOOTSTRAP}

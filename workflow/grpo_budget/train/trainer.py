@@ -1,0 +1,192 @@
+"""The trainer every run uses: TRL's ``GRPOTrainer`` with rollout counts per step, online filtering, and the
+training methods' hooks (:data:`grpo_budget.train.methods.METHODS`).
+
+Online filtering is DAPO's dynamic sampling (Yu et al. 2025, sec. 3.2; verl ``filter_groups``), which TRL has none of
+(TRL issues 3708, 3973). A group whose rewards are all equal has zero advantage everywhere: it carries no gradient.
+With ``training.dynamic_sampling`` such groups are dropped from a step's generation batch and replaced by groups of
+further prompts of the arm's subset (drawn with the run's seed and the step, so a resumed step draws the same ones),
+in at most ``training.dynamic_max_rounds`` extra generation rounds; a batch still short after them is filled with
+dropped groups, so every step has its configured size. Every run, filtered or not, logs per step the rollouts
+generated, kept and discarded and the completion tokens generated (train_log columns ``rollouts/*``), which the cost
+of an arm counts.
+
+A step: its groups are generated (the method's rollouts hook runs on each round, e.g. ``guided`` regenerates the
+failed groups with guidance), filtered when dynamic sampling is on, then the method's batch hook runs on the whole
+batch (``codapo`` weighs it and adds its resampled groups), and the step's counts are logged.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from grpo_budget.config.settings import Training
+from grpo_budget.train.batches import pad_id, recount, take_rows
+from grpo_budget.train.methods import method_of
+from grpo_budget.train.sampler import epoch_sampler
+
+
+def mixed_groups(advantages, num_generations: int) -> list[bool]:
+    """Per group of ``num_generations`` consecutive rows: whether its rewards differ (some advantage is nonzero: the
+    advantage is the reward minus its group's mean, exactly 0 for every row of an all-equal group)."""
+    a = np.asarray(advantages, dtype=float).reshape(-1, num_generations)
+    return [bool(x) for x in (a != 0).any(axis=1)]
+
+
+def round_prompts(shortfall: int, kept: int, tried: int, full: int) -> int:
+    """Prompts to generate in the next round: enough to fill ``shortfall`` groups at the share of mixed groups seen
+    so far (``kept`` of ``tried``), at least the shortfall, at most a full generation batch (``full`` prompts)."""
+    if kept == 0:
+        return full
+    return max(shortfall, min(full, math.ceil(shortfall * tried / kept)))
+
+
+def refill_prompts(n_items: int, used: set[int], n: int, seed: int, step: int, round_: int) -> list[int]:
+    """``n`` subset items for a refill round: a seeded draw (run seed, step, round) without replacement from the
+    items not yet in this step, topped up from all items when too few remain."""
+    rng = np.random.default_rng([seed, step, round_])
+    fresh = np.array(sorted(set(range(n_items)) - used), dtype=int)
+    picks = list(rng.permutation(fresh)[:n])
+    if len(picks) < n:
+        picks += list(rng.choice(n_items, size=n - len(picks), replace=True))
+    return [int(i) for i in picks]
+
+
+def batch_groups(mixed: list[list[bool]], need: int) -> tuple[list[tuple[int, int]], int]:
+    """The ``need`` groups a step trains on, as (round, group) pairs: the mixed groups in generation order, then
+    dropped ones to fill a batch still short; and how many dropped groups filled it."""
+    kept = [(r, g) for r, groups in enumerate(mixed) for g, m in enumerate(groups) if m]
+    dropped = [(r, g) for r, groups in enumerate(mixed) for g, m in enumerate(groups) if not m]
+    chosen = kept[:need]
+    fill = dropped[: need - len(chosen)]
+    return sorted(chosen + fill), len(fill)
+
+
+def trainer_class():
+    """``GRPOTrainer`` with dynamic sampling, the training methods and rollout counts (built on first use: TRL is
+    heavy to import)."""
+    from trl import GRPOTrainer
+
+    class Trainer(GRPOTrainer):
+        """``training``: the run's settings, which it reads directly (dynamic sampling and its rounds, the method
+        and the method's own settings); draws are seeded by the run's seed (``args.seed``)."""
+
+        def __init__(self, *args, training: Training, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.dynamic, self.max_rounds = training.dynamic_sampling, training.dynamic_max_rounds
+            self.method = method_of(training)
+            self.method_settings = self.method.own(training)
+            self.refill_seed = int(self.args.seed)
+            self.step_counts: dict = {}
+            if (self.dynamic or self.method.changes_groups) and self.accelerator.num_processes > 1:
+                raise ValueError("training.dynamic_sampling and training.method other than grpo run on one process: "
+                                 "TRL spreads a prompt's group over processes, so groups cannot be changed locally")
+
+        def _get_train_sampler(self, dataset=None):
+            # TRL's sampler, but each pass's order told by its number: a resumed run takes the prompts it would have.
+            base = super()._get_train_sampler(dataset)
+            return epoch_sampler(data_source=base.data_source, mini_repeat_count=base.mini_repeat_count,
+                                 batch_size=base.batch_size, repeat_count=base.repeat_count, shuffle=base.shuffle,
+                                 seed=base.seed)
+
+        def _save(self, output_dir=None, state_dict=None):
+            # Every reader (resume, evaluation, vLLM's adapters) takes the tokenizer from the base model's folder:
+            # the Trainer's copy in each checkpoint was 3.5 MB (SmolLM2) to 11 MB (Qwen3) per checkpoint and arm.
+            processing_class, self.processing_class = self.processing_class, None
+            try:
+                super()._save(output_dir, state_dict)
+            finally:
+                self.processing_class = processing_class
+
+        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+            rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+            self.last_rewards = rewards  # every process's rows; the methods run on one process
+            return rewards
+
+        def _scored(self, inputs):
+            """TRL's generation and scoring of ``inputs``, with each row's correctness and item, counted."""
+            import torch
+
+            out = super()._generate_and_score_completions(inputs)
+            names = list(self.reward_func_names)
+            column = names.index("correct") if "correct" in names else 0
+            out["correct"] = (self.last_rewards[:, column] >= 1).float().to(out["advantages"].device)
+            out["item"] = torch.tensor([int(x.get("item", -1)) for x in inputs], device=out["advantages"].device)
+            self.step_counts["rollouts"] += len(inputs)
+            self.step_counts["tokens"] += int(out["completion_mask"].sum())
+            return out
+
+        def _rollouts(self, inputs):
+            """One round: ``inputs`` generated and scored, then the method's rollouts hook."""
+            out = self._scored(inputs)
+            hook = self.method.on_rollouts
+            return hook(self, inputs, out, self._scored) if hook else out
+
+        def _generate_and_score_completions(self, inputs):
+            if not self.model.training:
+                return super()._generate_and_score_completions(inputs)
+            self.step_counts = {"rollouts": 0, "tokens": 0, **self.method.counts()}
+            need = len(inputs) // self.num_generations
+            outputs, mixed = generation_rounds(self, inputs, need)
+            batch, filled = step_batch(self, outputs, mixed, need)
+            if self.method.on_batch is not None:
+                batch = self.method.on_batch(self, batch, self._rollouts)
+            log_step(self, batch, len(outputs), filled)
+            return {k: v for k, v in batch.items() if k not in ("correct", "item")}
+
+    return Trainer
+
+
+# --- a step of the trainer: its rounds, its batch, what it logs ------------------------------------------------------
+
+
+def generation_rounds(trainer, inputs: list[dict], need: int) -> tuple[list[dict], list[list[bool]]]:
+    """The step's generation rounds: ``inputs``, then with dynamic sampling refills of further prompts while fewer
+    than ``need`` groups are mixed; each round's output and which of its groups are mixed."""
+    num_generations = trainer.num_generations
+    first = trainer._rollouts(inputs)
+    outputs, mixed = [first], [mixed_groups(first["advantages"].cpu(), num_generations)]
+    used = {int(x["item"]) for x in inputs if "item" in x}
+    for round_ in range(1, trainer.max_rounds + 1 if trainer.dynamic else 1):
+        kept = sum(map(sum, mixed))
+        if kept >= need:
+            break
+        tried = sum(map(len, mixed))
+        n = round_prompts(need - kept, kept, tried, need)
+        items = refill_prompts(len(trainer.train_dataset), used, n, trainer.refill_seed, trainer.state.global_step,
+                               round_)
+        used |= set(items)
+        batch = [trainer.train_dataset[i] for i in items for _ in range(num_generations)]
+        outputs.append(trainer._rollouts(batch))
+        mixed.append(mixed_groups(outputs[-1]["advantages"].cpu(), num_generations))
+    return outputs, mixed
+
+
+def step_batch(trainer, outputs: list[dict], mixed: list[list[bool]], need: int) -> tuple[dict, int]:
+    """The step's batch (with dynamic sampling: ``need`` groups, the mixed ones first) and how many dropped groups
+    filled it."""
+    if not trainer.dynamic:
+        return outputs[0], 0
+    num_generations = trainer.num_generations
+    groups, filled = batch_groups(mixed, need)
+    by_round: dict[int, list[int]] = {}
+    for r, k in groups:
+        by_round.setdefault(r, []).extend(range(k * num_generations, (k + 1) * num_generations))
+    return recount(trainer, take_rows(outputs, sorted(by_round.items()), pad_id(trainer))), filled
+
+
+def log_step(trainer, batch: dict, rounds: int, filled: int) -> None:
+    """The step's rollout counts (train_log columns ``rollouts/*``), then what its method logs."""
+    counts, metrics = trainer.step_counts, trainer._metrics["train"]
+    kept_rows = len(batch["advantages"])
+    metrics["rollouts/generated"].append(counts["rollouts"])
+    metrics["rollouts/kept"].append(kept_rows)
+    metrics["rollouts/discarded"].append(counts["rollouts"] - kept_rows)
+    metrics["rollouts/generated_tokens"].append(counts["tokens"])
+    metrics["rollouts/rounds"].append(rounds)
+    metrics["rollouts/filled_groups"].append(filled)
+    metrics["rollouts/kept_mixed_share"].append(
+        float(np.mean(mixed_groups(batch["advantages"].cpu(), trainer.num_generations))))
+    for name, value in trainer.method.metrics(counts).items():
+        metrics[name].append(value)
