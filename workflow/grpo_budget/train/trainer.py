@@ -102,7 +102,7 @@ def trainer_class():
 
         def _get_per_token_logps_and_entropies(self, *args, **kwargs):
             out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
-            if self.keep_logps:  # the loss's forward pass: its log-probs, with their graph, for the method's hook
+            if getattr(self, "keep_logps", False):  # the loss's forward pass: its log-probs, graph and all
                 self.kept_logps = out[0]
             return out
 
