@@ -26,6 +26,7 @@ from grpo_budget.prepare.benchmarks import BENCHMARKS
 from grpo_budget.prepare.splits import GENERATORS
 from grpo_budget.select.policies import POLICIES, ROUNDING, Policy, select
 from grpo_budget.select.sources import SOURCES
+from grpo_budget.train import guidance, guided, offpolicy
 from grpo_budget.train.methods import METHODS
 from grpo_budget.train.reporting import REPORT_TARGETS
 
@@ -49,7 +50,10 @@ REGISTRY_FIELDS = {
     ("training", "method"): list(METHODS),
     ("training", "report_to"): list(REPORT_TARGETS),
     ("training", "codapo_resample"): list(METHODS["codapo"].choices["codapo_resample"]),
-    ("training", "guidance_when"): list(METHODS["guided"].choices["guidance_when"]),
+    ("training", "guidance_when"): list(guided.GUIDE_WHEN),
+    ("training", "guidance_place"): list(guidance.PLACES),
+    ("training", "guidance_objective"): list(offpolicy.FORMS),
+    ("training", "guidance_gamma_over"): list(offpolicy.GAMMA_OVER),
 }
 
 
@@ -75,7 +79,7 @@ def test_schema_enums_are_the_registries():
 @pytest.mark.parametrize("field, value", [("training.rewards", {"corect": 1.0}), ("training.method", "grop"),
                                           ("scoring.difficulty", "lables"), ("backend", "vlm"),
                                           ("budget_rounding", "half"), ("training.report_to", "tensorbord"),
-                                          ("training.guidance_when", "fail")])
+                                          ("training.guidance_when", "fail"), ("training.guidance_objective", "shaping")])
 def test_a_misspelled_registry_name_is_refused_in_one_line_listing_what_is_available(field, value):
     cfg = copy.deepcopy(DEFAULT)
     section, _, key = field.rpartition(".")
@@ -86,7 +90,7 @@ def test_a_misspelled_registry_name_is_refused_in_one_line_listing_what_is_avail
     assert "\n" not in message and f"config field '{field}'" in message and "allowed: " in message
     names = {"training.rewards": REWARDS, "training.method": METHODS, "scoring.difficulty": SOURCES,
              "backend": BACKENDS, "budget_rounding": ROUNDING, "training.report_to": REPORT_TARGETS,
-             "training.guidance_when": METHODS["guided"].choices["guidance_when"]}[field]
+             "training.guidance_when": guided.GUIDE_WHEN, "training.guidance_objective": offpolicy.FORMS}[field]
     quoted = (lambda n: n) if field == "training.rewards" else repr  # rewards.check lists them as the YAML is written
     assert all(quoted(n) in message for n in names), message
 

@@ -144,7 +144,7 @@ def correct(completions, item, **kwargs):
 
 
 def make_trainer(tmp_path, model_dir, method: str, max_steps: int = 2, record=None, filtering: bool = False,
-                 **settings):
+                 reward=correct, **settings):
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
 
@@ -176,7 +176,7 @@ def make_trainer(tmp_path, model_dir, method: str, max_steps: int = 2, record=No
             return out
 
     model = AutoModelForCausalLM.from_pretrained(str(model_dir))
-    return Recording(model=model, reward_funcs=correct, args=args, train_dataset=data,
+    return Recording(model=model, reward_funcs=reward, args=args, train_dataset=data,
                      processing_class=load_tokenizer(str(model_dir)),
                      peft_config=lora_config(t.lora, ["q_proj", "v_proj"], None), training=t)
 
@@ -185,36 +185,83 @@ def step_log(trainer) -> pd.DataFrame:
     return pd.DataFrame(trainer.state.log_history).dropna(subset=["rollouts/generated"]).set_index("step")
 
 
-def test_guided_rollouts_go_to_failed_groups_with_the_solutions_prefix(tmp_path, tiny_model_dir):
+TEMPLATE = Training.from_dict({}).method_settings["guidance_template"]
+
+
+def in_prompt(prompt: str, solution: str) -> str:
+    """The guided prompt of the defaults: the guidance (half the solution) put into the prompt by the template."""
+    return TEMPLATE.replace("{guidance}", guidance(solution, 0.5)).replace("{prompt}", prompt)
+
+
+def test_guided_rollouts_go_to_failed_groups_with_the_solutions_prefix_in_the_prompt(tmp_path, tiny_model_dir):
     record = []
     trainer = make_trainer(tmp_path, tiny_model_dir, "guided", max_steps=2, record=record)
     trainer.train()
     steps = [i for i, r in enumerate(record) if r[0] == "batch"]
     start = 0
+    by_prompt = dict(zip(ITEMS["prompt"], ITEMS["solution"]))
     for end in steps:
         calls = record[start:end]
         first_prompts, first_correct = calls[0][1], calls[0][2].view(-1, G)
         failed = [k for k in range(PROMPTS) if first_correct[k].max() == 0]
         guided = calls[1][1] if len(calls) > 1 else []
-        by_prompt = dict(zip(ITEMS["prompt"], ITEMS["solution"]))
-        want = [f"{first_prompts[k * G]} {guidance(by_prompt[first_prompts[k * G]], 0.5)}"
-                for k in failed for _ in range(G)]
-        assert guided == want  # exactly the failed groups, each with its own solution's prefix
+        want = [in_prompt(first_prompts[k * G], by_prompt[first_prompts[k * G]]) for k in failed for _ in range(G)]
+        assert guided == want  # exactly the failed groups, each with its own solution's prefix in its prompt
         start = end + 1
     log = step_log(trainer)
     assert (log["guided/groups"] > 0).all()  # odd items always fail: every step guides some group
+    # ... and fail with guidance too, so Guide's filter drops every guided group: the step trains on its own groups
+    assert (log["guided/dropped"] == log["guided/groups"]).all()
     assert (log["rollouts/generated"] == G * PROMPTS + G * log["guided/groups"]).all()
     assert (log["rollouts/kept"] == G * PROMPTS).all()
 
 
+def hinted(completions, item, prompts, **kwargs):
+    """With guidance in the prompt, items 1 (mod 4) pass by the completion's length parity and items 3 (mod 4)
+    always pass; without it, as :func:`correct` (odd items always fail)."""
+    out = []
+    for c, i, p in zip(completions, item, prompts):
+        hint = "Hint:" in (p if isinstance(p, str) else str(p))
+        out.append(float(len(c) % 2) if i % 2 == 0 or (hint and i % 4 == 1) else float(hint and i % 4 == 3))
+    return out
+
+
+def test_guides_filter_drops_the_guided_groups_that_come_back_unmixed(tmp_path, tiny_model_dir):
+    """Guided groups of items 3 (mod 4) all pass: dropped, their own all-failed group stays in the batch; guided
+    groups of items 1 (mod 4) are mixed unless their lengths happen to agree: kept, in place of their group."""
+    record = []
+    trainer = make_trainer(tmp_path, tiny_model_dir, "guided", max_steps=3, record=record, reward=hinted)
+    trainer.train()
+    guided_rows = kept_guided = 0
+    for kind, prompts, correct_, out, _ in record:
+        if kind != "batch":
+            continue
+        marks = out["guided"].view(-1, G)
+        assert set(marks.sum(1).tolist()) <= {0.0, float(G)}  # whole groups
+        adv = out["advantages"].view(-1, G)
+        for g in range(len(marks)):
+            if marks[g, 0]:  # a guided group in the batch: mixed (Guide keeps no other)
+                kept_guided += 1
+                assert bool((adv[g] != 0).any())
+        guided_rows += int(marks.sum())
+    log = step_log(trainer)
+    assert (log["guided/groups"] > 0).all() and log["guided/dropped"].sum() > 0
+    assert kept_guided == int((log["guided/groups"] - log["guided/dropped"]).sum()) > 0
+    assert guided_rows == G * kept_guided
+    assert (log["rollouts/kept"] == G * PROMPTS).all()
+    # a step whose guided groups were all dropped trains no guided row: it logs no ratio
+    assert log["guided/ratio_median"].notna().tolist() == (log["guided/groups"] > log["guided/dropped"]).tolist()
+
+
 def test_the_importance_ratio_of_a_guided_rollout_by_hand(tmp_path, tiny_model_dir):
-    """A two-token completion c generated after q + g is trained on q: its old log-probs are those of c after
-    q + g, and the ratio the loss starts from is exp(log pi(c | q) - log pi(c | q, g)), computed here from the
-    model's logits by hand."""
+    """A two-token completion c generated from the prompt with guidance g in it is trained on the prompt q without
+    it: its old log-probs are those of c after q with g, and the ratio the loss starts from is
+    exp(log pi(c | q) - log pi(c | q, g)), computed here from the model's logits by hand."""
     import torch
 
     record = []
-    trainer = make_trainer(tmp_path, tiny_model_dir, "guided", max_steps=1, record=record, length=2)
+    trainer = make_trainer(tmp_path, tiny_model_dir, "guided", max_steps=1, record=record, length=2,
+                           guidance_filter=False)  # its guided groups all fail: kept, to be looked at
     model, tok = trainer.model, trainer.processing_class
 
     def by_hand(prompt: str, completion: list[int]) -> list[float]:
@@ -237,7 +284,7 @@ def test_the_importance_ratio_of_a_guided_rollout_by_hand(tmp_path, tiny_model_d
                 n_prompt = int(out["prompt_mask"][row].sum())
                 prompt = by_ids[tuple(out["prompt_ids"][row, -n_prompt:].tolist())]
                 c = out["completion_ids"][row][out["completion_mask"][row].bool()].tolist()
-                guided = f"{prompt} {guidance(solutions[prompt], 0.5)}"
+                guided = in_prompt(prompt, solutions[prompt])
                 if guided not in guided_prompts or len(c) != 2:
                     continue
                 old = out["old_per_token_logps"][row, :2].tolist()
@@ -253,6 +300,68 @@ def test_the_importance_ratio_of_a_guided_rollout_by_hand(tmp_path, tiny_model_d
     trainer.__class__ = Check
     trainer.train()
     assert checked and any(abs(r - 1) > 1e-3 for r in checked)  # the guidance changed the probabilities
+
+
+def test_guides_shaping_of_guided_rows_at_ratio_one_halves_their_loss_and_quarters_their_gradient(
+        tmp_path, tiny_model_dir):
+    """At r = 1 (old log-probs set to the policy's own) gamma, the 0.9 quantile of the guided ratios, is 1: a guided
+    token's term -A r / (r + gamma) is half of TRL's -A r, and its gradient gamma r / (r + gamma)^2 a quarter of
+    TRL's. So the loss of a micro-batch is TRL's on its other rows plus half TRL's on its guided rows, and likewise
+    its gradient with a quarter: checked on a real micro-batch of a guided run, against TRL's own loss."""
+    import torch
+    from trl import GRPOTrainer
+
+    from grpo_budget.train.batches import completion_logps
+
+    checked = []
+    trainer = make_trainer(tmp_path, tiny_model_dir, "guided", max_steps=3, reward=hinted)
+
+    class Check(type(trainer)):
+        def _compute_loss(self, model, inputs):
+            guided = inputs.get("guided")
+            signal = guided is not None and bool((inputs["advantages"] * guided).abs().sum() > 0)
+            if not checked and signal and model.training:  # a micro-batch whose guided rows carry signal
+                params = [p for p in model.parameters() if p.requires_grad]
+                now = completion_logps(self, inputs)
+                x = dict(inputs, old_per_token_logps=torch.where(guided.bool().unsqueeze(1), now,
+                                                                 inputs["old_per_token_logps"]))
+                adv = x["advantages"]
+
+                def value_and_grad(fn, batch):
+                    loss = fn(model, batch)
+                    return float(loss), torch.autograd.grad(loss, params)
+
+                mine = value_and_grad(super()._compute_loss, x)
+                others = value_and_grad(lambda m, b: GRPOTrainer._compute_loss(self, m, b),
+                                        dict(x, advantages=adv * (1 - guided)))
+                theirs = value_and_grad(lambda m, b: GRPOTrainer._compute_loss(self, m, b),
+                                        dict(x, advantages=adv * guided))
+                assert mine[0] == pytest.approx(others[0] + 0.5 * theirs[0], rel=1e-4, abs=1e-7)
+                for a, b, c in zip(mine[1], others[1], theirs[1]):
+                    torch.testing.assert_close(a, b + 0.25 * c, rtol=1e-3, atol=1e-7)
+                checked.append(True)
+            return super()._compute_loss(model, inputs)
+
+    trainer.__class__ = Check
+    trainer.train()
+    assert checked
+
+
+@pytest.mark.parametrize("form", ["shape", "ppo"])
+def test_each_step_logs_the_guided_rows_ratios_weights_and_share_of_the_update(tmp_path, tiny_model_dir, form):
+    trainer = make_trainer(tmp_path, tiny_model_dir, "guided", max_steps=2, guidance_filter=False, reward=hinted,
+                           guidance_objective=form)
+    trainer.train()
+    log = step_log(trainer)
+    for name in ("ratio_median", "ratio_p10", "ratio_p90", "update_share"):  # every step trains guided rows
+        assert log[f"guided/{name}"].notna().all(), name
+    for name in ("weight_median", "zero_weight_share"):  # a step whose guided rows all tie has no weight to log
+        assert log[f"guided/{name}"].notna().any(), name
+    assert (log["guided/ratio_p10"] <= log["guided/ratio_median"]).all()
+    assert (log["guided/ratio_median"] <= log["guided/ratio_p90"]).all()
+    assert log["guided/update_share"].between(0, 1).all()
+    if form == "shape":  # Guide's shaping never zeroes a token: gamma r / (r + gamma)^2 > 0
+        assert (log["guided/zero_weight_share"].dropna() == 0).all()
 
 
 def test_codapo_scales_each_group_by_its_value_and_adds_the_top_groups_rollouts(tmp_path, tiny_model_dir):

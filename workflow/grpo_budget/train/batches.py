@@ -10,7 +10,8 @@ LEFT_PADDED = {"prompt_ids": "pad", "prompt_mask": 0}
 RIGHT_PADDED = {"completion_ids": "pad", "completion_mask": 0, "old_per_token_logps": 0.0,
                 "sampling_per_token_logps": 0.0, "ref_per_token_logps": 0.0, "importance_sampling_ratio": 0.0,
                 "tool_mask": 1}
-ROWS = {"advantages", "correct", "item"}  # one value per row; correct and item are ours (grpo_budget.train.trainer)
+ROWS = {"advantages", "correct", "item", "guided"}  # one value per row; correct, item (grpo_budget.train.trainer)
+# and guided (grpo_budget.train.guided) are ours
 RECOUNTED = {"num_items_in_batch"}  # tokens of the loss, recomputed over the kept rows
 
 

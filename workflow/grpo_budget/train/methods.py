@@ -8,8 +8,8 @@ config checks and the trainer ask the entry, never the method's name (docs/exten
 - ``grpo``: TRL's GRPO as configured (the default).
 - ``codapo``: CoDaPO, values that weigh each group and extra rollouts for the best questions
   (:mod:`grpo_budget.train.codapo`).
-- ``guided``: off-context guided rollouts, failed groups generated again with a solution's prefix
-  (:mod:`grpo_budget.train.guided`).
+- ``guided``: off-context guided rollouts, failed groups generated again with a solution's prefix as guidance,
+  trained on the unguided prompt under an importance correction (:mod:`grpo_budget.train.guided`).
 """
 
 from __future__ import annotations
@@ -18,12 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from grpo_budget.config.settings import Training
-from grpo_budget.train import codapo, guided
+from grpo_budget.train import codapo, guidance, guided, offpolicy
 
 # hook(trainer, inputs, out, generate) -> out: on each round's scored rollouts; generate(rows) scores more rows
 RolloutsHook = Callable[..., dict]
 # hook(trainer, batch, generate) -> batch: on the step's batch, once it is whole
 BatchHook = Callable[..., dict]
+# hook(trainer, model, inputs, base) -> loss: a micro-batch's loss in training, base(model, inputs) being TRL's
+LossHook = Callable[..., object]
 
 
 def _none(t: Training) -> int:
@@ -38,6 +40,7 @@ class Method:
     needs_solutions: bool = False  # reads each item's reference solution (training refuses items without)
     on_rollouts: RolloutsHook | None = None
     on_batch: BatchHook | None = None
+    on_loss: LossHook | None = None
     extra_rows: Callable[[Training], int] = _none  # rollouts a step's batch gains beyond prompts x G (trained)
     extra_generations: Callable[[Training], int] = _none  # rollouts a step surely generates beyond its batch
     # (the setting to change, why) where a step's rows cannot split into the micro-batches, else None
@@ -75,7 +78,9 @@ METHODS: dict[str, Method] = {
                      extra_rows=codapo.extra_rows, batch_problem=codapo.batch_problem, counts=codapo.counts,
                      metrics=codapo.metrics),
     "guided": Method("OC-GRPO; Guide-GRPO (Nath et al. 2025, arXiv 2506.13923)", settings=guided.SETTINGS,
-                     choices={"guidance_when": guided.GUIDE_WHEN}, needs_solutions=True, on_rollouts=guided.guide,
+                     choices={"guidance_when": guided.GUIDE_WHEN, "guidance_place": guidance.PLACES,
+                              "guidance_objective": offpolicy.FORMS, "guidance_gamma_over": offpolicy.GAMMA_OVER},
+                     needs_solutions=True, on_rollouts=guided.guide, on_loss=guided.loss,
                      extra_generations=guided.certain_generations, counts=guided.counts, metrics=guided.metrics),
 }
 

@@ -79,6 +79,7 @@ def trainer_class():
             self.method_settings = self.method.own(training)
             self.refill_seed = int(self.args.seed)
             self.step_counts: dict = {}
+            self.keep_logps, self.kept_logps = False, None  # a method's loss hook reads the loss's own log-probs
             if (self.dynamic or self.method.changes_groups) and self.accelerator.num_processes > 1:
                 raise ValueError("training.dynamic_sampling and training.method other than grpo run on one process: "
                                  "TRL spreads a prompt's group over processes, so groups cannot be changed locally")
@@ -98,6 +99,18 @@ def trainer_class():
                 super()._save(output_dir, state_dict)
             finally:
                 self.processing_class = processing_class
+
+        def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+            out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+            if getattr(self, "keep_logps", False):  # the loss's forward pass: its log-probs, graph and all
+                self.kept_logps = out[0]
+            return out
+
+        def _compute_loss(self, model, inputs):
+            hook = self.method.on_loss
+            if hook is None or not self.model.training:
+                return super()._compute_loss(model, inputs)
+            return hook(self, model, inputs, super()._compute_loss)
 
         def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
             rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
