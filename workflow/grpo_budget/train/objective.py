@@ -30,7 +30,10 @@ def used(args) -> dict:
     """The loss-relevant values of ``args`` (a ``GRPOConfig``) as the run used them; the importance-sampling
     correction's only where rollouts came from vLLM (it applies nowhere else)."""
     fields = LOSS_FIELDS + (VLLM_FIELDS if getattr(args, "use_vllm", False) else ())
-    return {f: getattr(args, f, None) for f in fields}
+    out = {f: getattr(args, f, None) for f in fields}
+    if out["epsilon_high"] is None:  # TRL's trainer clips above at epsilon then (GRPOTrainer.__init__)
+        out["epsilon_high"] = out["epsilon"]
+    return out
 
 
 def settings_problem(t) -> tuple[str, str] | None:
