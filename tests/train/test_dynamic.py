@@ -74,10 +74,11 @@ def test_dynamic_sampling_is_off_by_default_and_leaves_older_fingerprints_alone(
     assert trajectory_settings(Training.from_dict({"dynamic_metric": "reward", "dynamic_at_cap": "error"})) == off
     # on, the defaults do not what runs with it did before (4 rounds, the total reward): their fingerprints differ
     on = trajectory_settings(Training.from_dict({"dynamic_sampling": True}))
-    assert on["dynamic_sampling"] is True and on["dynamic_max_rounds"] == 9 and on["dynamic_metric"] == "accuracy"
-    assert "dynamic_at_cap" not in on  # fill: what they did at the cap
-    before = trajectory_settings(Training.from_dict({"dynamic_sampling": True, "dynamic_max_rounds": 4,
-                                                     "dynamic_metric": "reward"}))
+    assert on["dynamic_sampling"] is True and on["dynamic_max_rounds"] == 9
+    assert not {"dynamic_at_cap", "dynamic_metric"} & set(on)  # fill: what they did; the correct reward alone
+    shaped = {"dynamic_sampling": True, "rewards": {"correct": 1.0, "format": 0.1}}
+    assert trajectory_settings(Training.from_dict(shaped))["dynamic_metric"] == "accuracy"
+    before = trajectory_settings(Training.from_dict({**shaped, "dynamic_max_rounds": 4, "dynamic_metric": "reward"}))
     assert before["dynamic_max_rounds"] == 4 and "dynamic_metric" not in before  # as runs before recorded it
 
 

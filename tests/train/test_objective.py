@@ -40,8 +40,13 @@ def test_a_cpu_runs_job_record_reads_as_before_the_settings(use_vllm):
 
 def test_a_dynamic_runs_record_names_the_sourced_cap_and_dapos_filter():
     """Runs made with dynamic sampling before filtered on the total reward in at most 4 extra rounds: they differ
-    from the defaults now, and run again; fill, what they did at the cap, stays out."""
-    s = training_job(tiny(dynamic_sampling=True), "tiny").settings
+    from the defaults now, and run again; fill, what they did at the cap, stays out, and so does the filter where
+    the correct reward is the only one (accuracy and the total reward then keep the same groups)."""
+    only_correct = training_job(tiny(dynamic_sampling=True), "tiny").settings
+    assert only_correct["dynamic_max_rounds"] == 9 and not {"dynamic_metric", "dynamic_at_cap"} & set(only_correct)
+    assert training_job(tiny(dynamic_sampling=True, dynamic_max_rounds=4), "tiny").settings == \
+        dict(only_correct, dynamic_max_rounds=4)  # the record of a run made before with the correct reward
+    s = training_job(tiny(dynamic_sampling=True, rewards={"correct": 1.0, "format": 0.1}), "tiny").settings
     assert (s["dynamic_max_rounds"], s["dynamic_metric"]) == (9, "accuracy") and "dynamic_at_cap" not in s
     t = Training.from_dict(s)
     assert (t.dynamic_max_rounds, t.dynamic_metric, t.dynamic_at_cap) == (9, "accuracy", "fill")

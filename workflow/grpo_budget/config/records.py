@@ -70,6 +70,12 @@ def _static(s: dict) -> bool:
     return not s.get("dynamic_sampling")
 
 
+def _same_filter(s: dict) -> bool:
+    """Dynamic sampling is off, or the correct reward (0 or 1) is the only reward: then a group's total rewards
+    differ exactly where its correctness does, and the filter's metric changes nothing."""
+    return _static(s) or set(s.get("rewards", _TRAINING["rewards"])) == {"correct"}
+
+
 def _no_vllm(s: dict) -> bool:
     """No rollouts come from vLLM (off, or training on the CPU, where TRL's vLLM is never used): TRL's importance
     sampling correction does nothing."""
@@ -77,9 +83,10 @@ def _no_vllm(s: dict) -> bool:
 
 
 # Dynamic sampling filled a short batch (fill, the default) but filtered on the total reward and stopped after 4
-# rounds (the defaults now are DAPO's accuracy and verl's cap): runs made with it then differ and train again.
+# rounds (the defaults now are DAPO's accuracy and verl's cap): runs made with it then differ and train again, but
+# for the filter where only the correct reward is trained (the default), which it does not change.
 _DYNAMIC = {"dynamic_max_rounds": Idle(4, idle=_static), "dynamic_at_cap": Added("fill", idle=_static),
-            "dynamic_metric": Added(ACTS, idle=_static)}
+            "dynamic_metric": Added(ACTS, idle=_same_filter)}
 # With vLLM, TRL 1.16's defaults applied (correction on, sequence_mask, clip_max 3.0, no clip_min); the mode and
 # clip_max defaults now differ (TIS), so a run made with vLLM before trains again.
 _VLLM_IS = {"vllm_importance_sampling_correction": Added(True, idle=_no_vllm),
@@ -93,7 +100,7 @@ TRAINING_JOB = {"method": Added(_TRAINING["method"]), "rewards": Added(_TRAINING
 # that run's checkpoints (its job, whose record carries the value, runs again and finds them).
 FINGERPRINT = {
     **TRAINING_JOB,
-    "dynamic_metric": Added("reward", idle=_static),
+    "dynamic_metric": Added("reward", idle=_same_filter),
     "vllm_importance_sampling_mode": Added("sequence_mask", idle=_no_vllm),
     "vllm_importance_sampling_clip_max": Added(3.0, idle=_no_vllm),
     "dtype": Added(schema.defaults(schema.MODEL)["dtype"]),
