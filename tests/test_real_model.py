@@ -248,6 +248,28 @@ def test_trls_vllm_colocate_rollouts_train_smollm2_and_sync_the_trained_weights(
     assert any(r["rollouts/rounds"] > 1 for r in on["log"])  # dynamic sampling generated again through vLLM
     for r in off["log"] + on["log"]:  # TRL's importance-sampling correction: vLLM and the policy agree
         assert r["sampling/importance_sampling_ratio/mean"] == pytest.approx(1.0, abs=1e-3)
+        # the schema's default, TIS (per token, at most 2): in float32 no token's ratio comes near 2
+        assert r["sampling/importance_sampling_truncated_share"] == 0.0
+        assert r["sampling/importance_sampling_masked_share"] == 0.0
     sync = result["sync"]
     assert sync["same_tokens"] and sync["max_logprob_gap"] < 1e-3
     assert sync["max_logprob_moved_from_base"] > 0.05
+
+
+@pytest.mark.slow
+def test_the_share_trls_vllm_correction_masks_is_logged_on_the_colocate_path(smollm2_dir, vllm_python, tmp_path):
+    """TRL's correction takes the run's settings on the colocate path, and each step logs the share it zeroed: with
+    bounds [0.5, 0.9] around no ratio (vLLM's and the trainer's float32 log-probs agree, every ratio is about 1), every
+    completion is masked (share 1), which TRL's own ratio metric confirms (its largest ratio is 0 after masking)."""
+    settings = {"vllm_importance_sampling_mode": "sequence_mask", "vllm_importance_sampling_clip_min": 0.5,
+                "vllm_importance_sampling_clip_max": 0.9}
+    out = subprocess.run([vllm_python, str(ROOT / "perf/colocate_cpu.py"), str(smollm2_dir), "--steps", "1",
+                          "--out", str(tmp_path / "out"), "--training", json.dumps(settings)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-6000:]
+    rows = [r for run in json.loads(out.stdout.splitlines()[-1])["runs"] for r in run["log"]]
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["sampling/importance_sampling_masked_share"] == 1.0
+        assert r["sampling/importance_sampling_truncated_share"] == 0.0
+        assert r["sampling/importance_sampling_ratio/max"] == 0.0

@@ -27,7 +27,9 @@ from grpo_budget.prepare.splits import GENERATORS
 from grpo_budget.select.policies import POLICIES, ROUNDING, Policy, select
 from grpo_budget.select.sources import SOURCES
 from grpo_budget.train import guidance, guided, offpolicy
+from grpo_budget.train.capping import AT_CAP, METRICS
 from grpo_budget.train.methods import METHODS
+from grpo_budget.train.objective import IS_MODES
 from grpo_budget.train.reporting import REPORT_TARGETS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,6 +56,9 @@ REGISTRY_FIELDS = {
     ("training", "guidance_place"): list(guidance.PLACES),
     ("training", "guidance_objective"): list(offpolicy.FORMS),
     ("training", "guidance_gamma_over"): list(offpolicy.GAMMA_OVER),
+    ("training", "dynamic_at_cap"): list(AT_CAP),
+    ("training", "dynamic_metric"): list(METRICS),
+    ("training", "vllm_importance_sampling_mode"): list(IS_MODES),
 }
 
 
@@ -79,7 +84,9 @@ def test_schema_enums_are_the_registries():
 @pytest.mark.parametrize("field, value", [("training.rewards", {"corect": 1.0}), ("training.method", "grop"),
                                           ("scoring.difficulty", "lables"), ("backend", "vlm"),
                                           ("budget_rounding", "half"), ("training.report_to", "tensorbord"),
-                                          ("training.guidance_when", "fail"), ("training.guidance_objective", "shaping")])
+                                          ("training.guidance_when", "fail"), ("training.guidance_objective", "shaping"),
+                                          ("training.dynamic_at_cap", "fil"), ("training.dynamic_metric", "acc"),
+                                          ("training.vllm_importance_sampling_mode", "sequence_masked")])
 def test_a_misspelled_registry_name_is_refused_in_one_line_listing_what_is_available(field, value):
     cfg = copy.deepcopy(DEFAULT)
     section, _, key = field.rpartition(".")
@@ -90,7 +97,9 @@ def test_a_misspelled_registry_name_is_refused_in_one_line_listing_what_is_avail
     assert "\n" not in message and f"config field '{field}'" in message and "allowed: " in message
     names = {"training.rewards": REWARDS, "training.method": METHODS, "scoring.difficulty": SOURCES,
              "backend": BACKENDS, "budget_rounding": ROUNDING, "training.report_to": REPORT_TARGETS,
-             "training.guidance_when": guided.GUIDE_WHEN, "training.guidance_objective": offpolicy.FORMS}[field]
+             "training.guidance_when": guided.GUIDE_WHEN, "training.guidance_objective": offpolicy.FORMS,
+             "training.dynamic_at_cap": AT_CAP, "training.dynamic_metric": METRICS,
+             "training.vllm_importance_sampling_mode": IS_MODES}[field]
     quoted = (lambda n: n) if field == "training.rewards" else repr  # rewards.check lists them as the YAML is written
     assert all(quoted(n) in message for n in names), message
 

@@ -6,9 +6,13 @@ import pytest
 import torch
 
 from grpo_budget.config.settings import Training
-from grpo_budget.train import batches, training
-from grpo_budget.train.trainer import batch_groups, mixed_groups, refill_prompts, round_prompts, trainer_class
+from grpo_budget.train import batches, capping, training
+from grpo_budget.train.trainer import refill_prompts, round_prompts, trainer_class
 from grpo_budget.train.fingerprint import trajectory_settings
+
+
+def mixed_groups(advantages, num_generations):
+    return capping.mixed(None, advantages, num_generations, "reward")
 
 
 def test_a_group_is_mixed_when_any_advantage_is_nonzero():
@@ -37,10 +41,11 @@ def test_refills_are_seeded_leave_out_the_steps_prompts_and_top_up_when_few_rema
 
 def test_a_batch_takes_mixed_groups_in_order_then_fills_with_dropped_ones():
     rounds = [[True, False, False, True], [False, True, True]]
-    assert batch_groups(rounds, 3) == ([(0, 0), (0, 3), (1, 1)], 0)
-    assert batch_groups(rounds, 4) == ([(0, 0), (0, 3), (1, 1), (1, 2)], 0)
+    assert capping.plan(rounds, 3, "fill").own == [(0, 0), (0, 3), (1, 1)]
+    assert capping.plan(rounds, 4, "fill").own == [(0, 0), (0, 3), (1, 1), (1, 2)]
     # the cap was reached with two mixed groups for a batch of four: the first dropped ones fill it
-    assert batch_groups([[True, False, False, True]], 4) == ([(0, 0), (0, 1), (0, 2), (0, 3)], 2)
+    short = capping.plan([[True, False, False, True]], 4, "fill")
+    assert sorted(short.own + short.filled) == [(0, 0), (0, 1), (0, 2), (0, 3)] and len(short.filled) == 2
 
 
 def test_rows_of_several_rounds_are_repadded_prompts_left_completions_right():
@@ -62,10 +67,19 @@ def test_rows_of_several_rounds_are_repadded_prompts_left_completions_right():
 
 def test_dynamic_sampling_is_off_by_default_and_leaves_older_fingerprints_alone():
     t = Training.from_dict({})
-    assert t.dynamic_sampling is False and t.dynamic_max_rounds == 4
-    assert "dynamic_sampling" not in trajectory_settings(t)
+    assert (t.dynamic_sampling, t.dynamic_max_rounds, t.dynamic_at_cap, t.dynamic_metric) == \
+        (False, 9, "fill", "accuracy")  # verl's DAPO recipe: max_num_gen_batches 10 = the first batch + 9 rounds
+    off = trajectory_settings(t)
+    assert not {"dynamic_sampling", "dynamic_max_rounds", "dynamic_at_cap", "dynamic_metric"} & set(off)
+    assert trajectory_settings(Training.from_dict({"dynamic_metric": "reward", "dynamic_at_cap": "error"})) == off
+    # on, the defaults do not what runs with it did before (4 rounds, the total reward): their fingerprints differ
     on = trajectory_settings(Training.from_dict({"dynamic_sampling": True}))
-    assert on["dynamic_sampling"] is True and on["dynamic_max_rounds"] == 4
+    assert on["dynamic_sampling"] is True and on["dynamic_max_rounds"] == 9
+    assert not {"dynamic_at_cap", "dynamic_metric"} & set(on)  # fill: what they did; the correct reward alone
+    shaped = {"dynamic_sampling": True, "rewards": {"correct": 1.0, "format": 0.1}}
+    assert trajectory_settings(Training.from_dict(shaped))["dynamic_metric"] == "accuracy"
+    before = trajectory_settings(Training.from_dict({**shaped, "dynamic_max_rounds": 4, "dynamic_metric": "reward"}))
+    assert before["dynamic_max_rounds"] == 4 and "dynamic_metric" not in before  # as runs before recorded it
 
 
 # --- the trainer for real -------------------------------------------------------------------------------------------
@@ -80,7 +94,7 @@ def odd_length_reward(completions, item, **kwargs):
 
 
 def make_trainer(tmp_path, model_dir, dynamic_on: bool, max_rounds: int = 4, max_steps: int = 3, seen=None,
-                 accumulation: int = 1):
+                 accumulation: int = 1, rewards=(odd_length_reward,), **settings):
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
 
@@ -91,7 +105,7 @@ def make_trainer(tmp_path, model_dir, dynamic_on: bool, max_rounds: int = 4, max
                             "gradient_accumulation_steps": accumulation,
                             "dynamic_sampling": dynamic_on, "dynamic_max_rounds": max_rounds,
                             "save_steps": 1, "max_completion_length": 6, "learning_rate": 1e-3,
-                            "lora": {"r": 2, "alpha": 4, "target_modules": ["q_proj", "v_proj"]}})
+                            "lora": {"r": 2, "alpha": 4, "target_modules": ["q_proj", "v_proj"]}, **settings})
     args = training.grpo_config(t, tmp_path / "ck", seed=0, on_gpu=False)
     tok = load_tokenizer(str(model_dir))
     prompts = [f"{i} + 1 =" for i in range(12)]
@@ -106,7 +120,7 @@ def make_trainer(tmp_path, model_dir, dynamic_on: bool, max_rounds: int = 4, max
             return out
 
     model = AutoModelForCausalLM.from_pretrained(str(model_dir))
-    return Recording(model=model, reward_funcs=odd_length_reward, args=args, train_dataset=data,
+    return Recording(model=model, reward_funcs=list(rewards), args=args, train_dataset=data,
                      processing_class=tok, peft_config=lora_config(t.lora, ["q_proj", "v_proj"], None),
                      training=t)
 
@@ -164,3 +178,80 @@ def test_a_step_killed_midway_redraws_the_same_refills_on_resume(tmp_path, tiny_
     resumed.train(resume_from_checkpoint=str(tmp_path / "b" / "ck" / "checkpoint-2"))
     cols = ["rollouts/generated", "rollouts/rounds", "rollouts/filled_groups", "rollouts/generated_tokens"]
     pd.testing.assert_series_equal(rollout_log(straight).loc[3, cols], rollout_log(resumed).loc[3, cols])
+
+
+# --- the filter's metric and what a step does at the cap, on the real trainer ----------------------------------------
+
+
+def scripted(plan: list[list[bool]]):
+    """A reward named ``correct`` that scores each generation round (one call) by ``plan``: call i's group j is mixed
+    (one right rollout of G) if ``plan[i][j]``, else all wrong; calls past the plan are all wrong."""
+    calls = []
+
+    def correct(completions, **kwargs):
+        groups = plan[len(calls)] if len(calls) < len(plan) else [False] * (len(completions) // G)
+        calls.append(len(completions))
+        return [1.0 if groups[row // G] and row % G == 0 else 0.0 for row in range(len(completions))]
+
+    return correct
+
+
+def two_steps(tmp_path, model_dir, at_cap: str):
+    """Step 1: half its groups mixed, then a refill round of 4 prompts all mixed (2 beyond its need); step 2: nothing
+    mixed in either round (1 extra round)."""
+    reward = scripted([[True, True, False, False], [True] * 4])
+    trainer = make_trainer(tmp_path, model_dir, dynamic_on=True, max_rounds=1, max_steps=2, rewards=(reward,),
+                           dynamic_at_cap=at_cap)
+    return trainer
+
+
+def test_at_the_cap_fill_completes_the_batch_with_dropped_groups(tmp_path, tiny_model_dir):
+    trainer = two_steps(tmp_path, tiny_model_dir, "fill")
+    trainer.train()
+    log = rollout_log(trainer)
+    assert list(log["rollouts/rounds"]) == [2, 2] and list(log["rollouts/filled_groups"]) == [0, 4]
+    assert list(log["rollouts/kept_mixed_share"]) == [1.0, 0.0]
+    assert "rollouts/carried_groups" not in log
+
+
+def test_at_the_cap_error_stops_the_run_in_one_line_like_verls_recipe(tmp_path, tiny_model_dir):
+    from grpo_budget.errors import UserError
+
+    trainer = two_steps(tmp_path, tiny_model_dir, "error")
+    with pytest.raises(UserError) as e:
+        trainer.train()
+    assert "\n" not in str(e.value) and "found 0 of the 4 groups step 2 needs" in str(e.value)
+    assert "dynamic_max_rounds: 1" in str(e.value) and trainer.state.global_step == 1  # step 1 had enough
+
+
+def test_at_the_cap_carry_takes_the_groups_an_earlier_step_found_beyond_its_need(tmp_path, tiny_model_dir):
+    trainer = two_steps(tmp_path, tiny_model_dir, "carry")
+    trainer.train()
+    log = rollout_log(trainer)
+    assert list(log["rollouts/carried_groups"]) == [0, 2] and list(log["rollouts/filled_groups"]) == [0, 2]
+    assert list(log["rollouts/kept_mixed_share"]) == [1.0, 0.5]  # the 2 carried groups are mixed
+    assert list(log["rollouts/generated"]) == [32, 32] and list(log["rollouts/kept"]) == [16, 16]
+    assert list(log["rollouts/discarded"]) == [16, 24]  # step 2 trains 8 rows that step 1 generated
+
+
+def format_like(completions, **kwargs):
+    """A second reward that differs within every group."""
+    return [float(i % 2) for i in range(len(completions))]
+
+
+def always_right(completions, **kwargs):
+    return [1.0] * len(completions)
+
+
+always_right.__name__ = "correct"
+
+
+@pytest.mark.parametrize("metric, rounds, filled", [("accuracy", 2, PROMPTS), ("reward", 1, 0)])
+def test_the_filter_reads_accuracy_like_dapo_or_the_total_reward(tmp_path, tiny_model_dir, metric, rounds, filled):
+    """Every rollout is right, but a format-like reward differs within each group: DAPO's accuracy filter drops every
+    group (and fills at the cap), the total reward keeps them all in one round."""
+    trainer = make_trainer(tmp_path, tiny_model_dir, dynamic_on=True, max_rounds=1, max_steps=1,
+                           rewards=(always_right, format_like), dynamic_metric=metric)
+    trainer.train()
+    log = rollout_log(trainer)
+    assert list(log["rollouts/rounds"]) == [rounds] and list(log["rollouts/filled_groups"]) == [filled]

@@ -34,6 +34,11 @@ def test_train_writes_checkpoints_log_and_manifest(tmp_path, subset, tiny_model_
     manifest = run(tmp_path, subset, tiny_model_dir)
     assert [c["step"] for c in manifest["checkpoints"]] == [2, 4]
     assert json.loads((tmp_path / "manifest.json").read_text()) == manifest
+    # the loss the run minimised, read off the GRPOConfig TRL ran (no vLLM: no importance-sampling correction)
+    assert manifest["objective"] == {
+        "loss_type": "dapo", "beta": 0.0, "epsilon": 0.2, "epsilon_high": 0.2, "delta": None, "scale_rewards": "group",
+        "importance_sampling_level": "token", "num_iterations": 1, "mask_truncated_completions": False,
+        "top_entropy_quantile": 1.0, "off_policy_mask_threshold": None, "temperature": 1.0, "use_vllm": False}
     log = pd.read_parquet(tmp_path / "log.parquet")
     assert {"step", "reward", "frac_reward_zero_std", "loss"} <= set(log.columns)
     learn = learnability.learnable_from_log(log)  # the learnable-% reading of a real trainer log
@@ -87,6 +92,17 @@ def test_the_memory_plans_vllm_settings_reach_trl(tmp_path):
     args = training.grpo_config(t, tmp_path, 0, on_gpu=True)
     assert (args.vllm_gpu_memory_utilization, args.vllm_max_model_length) == (0.39, 1274)
     assert args.use_vllm and args.gradient_checkpointing
+    # TRL's importance-sampling correction as the schema sets it (TIS), not TRL 1.16's own defaults (sequence_mask, 3)
+    assert (args.vllm_importance_sampling_correction, args.vllm_importance_sampling_mode,
+            args.vllm_importance_sampling_clip_max, args.vllm_importance_sampling_clip_min) == \
+        (True, "token_truncate", 2.0, None)
+    trl = Training.from_dict({**SETTINGS, "use_vllm": True, "vllm_gpu_memory_utilization": 0.39, "bf16": False,
+                              "vllm_importance_sampling_mode": "sequence_mask", "vllm_importance_sampling_clip_max": 3.0})
+    args = training.grpo_config(trl, tmp_path, 0, on_gpu=True)
+    assert (args.vllm_importance_sampling_mode, args.vllm_importance_sampling_clip_max) == ("sequence_mask", 3.0)
+    off = Training.from_dict({**SETTINGS, "use_vllm": True, "vllm_gpu_memory_utilization": 0.39, "bf16": False,
+                              "vllm_importance_sampling_correction": False})
+    assert training.grpo_config(off, tmp_path, 0, on_gpu=True).vllm_importance_sampling_correction is False
     with pytest.raises(UserError, match="vllm_gpu_memory_utilization is auto"):
         training.grpo_config(Training.from_dict({**SETTINGS, "use_vllm": True, "bf16": False}), tmp_path, 0,
                              on_gpu=True)

@@ -91,8 +91,9 @@ def training_section(config: dict, model: str, variant: str | None = None) -> di
     """A training job's settings before the memory plan fills in what it chooses (``auto`` still ``auto``)."""
     section = sweep.training_of(config, variant)
     others = others_settings(section["method"])
-    s = records.left_out({k: v for k, v in section.items() if k not in others}, records.TRAINING_JOB)
-    return dict(s, **_template_kwargs(config, model), device=config["device"], dtype=config["models"][model]["dtype"])
+    s = dict({k: v for k, v in section.items() if k not in others}, **_template_kwargs(config, model),
+             device=config["device"], dtype=config["models"][model]["dtype"])
+    return records.left_out(s, records.TRAINING_JOB)  # with the device, which says whether vLLM is used
 
 
 def on_vllm(config: dict, t: Training) -> bool:

@@ -73,6 +73,8 @@ class Training:
     scale_rewards: str
     dynamic_sampling: bool  # DAPO's online filtering (grpo_budget.train.trainer)
     dynamic_max_rounds: int
+    dynamic_at_cap: str  # grpo_budget.train.capping.AT_CAP
+    dynamic_metric: str  # grpo_budget.train.capping.METRICS
     rewards: dict  # reward name -> weight (grpo_budget.generation.rewards)
     bf16: bool
     method: str  # grpo_budget.train.methods.METHODS
@@ -80,6 +82,10 @@ class Training:
     use_vllm: bool
     vllm_mode: str
     vllm_gpu_memory_utilization: float | str  # "auto": the memory plan's share
+    vllm_importance_sampling_correction: bool  # TRL's, with use_vllm on cuda only (grpo_budget.train.objective)
+    vllm_importance_sampling_mode: str
+    vllm_importance_sampling_clip_max: float | None
+    vllm_importance_sampling_clip_min: float | None
     report_to: str  # a logging sink, not a training knob (not in the fingerprint)
     lora: Lora
     method_settings: dict  # every method's own settings by name, as the schema fills them (see the module doc)

@@ -25,6 +25,7 @@ from grpo_budget.prepare.framearith import resolve_params
 from grpo_budget.prepare.splits import GENERATORS
 from grpo_budget.select.policies import budget_size, fixed_size, policy_of
 from grpo_budget.select.sources import SOURCES, split_arm
+from grpo_budget.train import objective
 from grpo_budget.train.methods import method_of
 
 
@@ -63,9 +64,12 @@ def semantics(cfg: dict) -> None:
         raise ConfigError(f"config field 'training.gradient_accumulation_steps': {tr['gradient_accumulation_steps']} "
                           f"does not divide training.prompts_per_step ({tr['prompts_per_step']}); allowed: a divisor")
     t = Training.from_dict(tr)
-    problem = method_of(t).batch_problem(t, t.gradient_accumulation_steps)
+    problem = method_of(t).batch_problem(t, t.gradient_accumulation_steps) or objective.settings_problem(t)
     if problem:
         raise ConfigError(f"config field 'training.{problem[0]}': {problem[1]}")
+    if t.dynamic_sampling and t.dynamic_metric == "accuracy" and "correct" not in t.rewards:
+        raise ConfigError("config field 'training.dynamic_metric': accuracy filters on the correct reward, which "
+                          "training.rewards lacks; allowed: reward, or the correct reward in training.rewards")
     sc = cfg["scoring"]
     if sc["verify_samples"] and sc["verify_seed"] == sc["seed"]:
         raise ConfigError(f"config field 'scoring.verify_seed': {sc['verify_seed']} equals scoring.seed, so the "

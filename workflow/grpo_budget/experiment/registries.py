@@ -12,7 +12,9 @@ from grpo_budget.prepare.benchmarks import BENCHMARKS
 from grpo_budget.prepare.splits import GENERATORS
 from grpo_budget.select.policies import ROUNDING, arm_names
 from grpo_budget.select.sources import SOURCES
+from grpo_budget.train.capping import AT_CAP, METRICS
 from grpo_budget.train.methods import METHODS
+from grpo_budget.train.objective import IS_MODES
 from grpo_budget.train.reporting import REPORT_TARGETS
 
 # Schema path -> the names it allows (a mapping's keys, for an object such as training.rewards), from the registry.
@@ -28,6 +30,9 @@ ENUMS = {
     ("training", "method"): lambda: list(METHODS),
     ("training", "rewards"): lambda: list(REWARDS),
     ("training", "report_to"): lambda: list(REPORT_TARGETS),
+    ("training", "dynamic_at_cap"): lambda: list(AT_CAP),
+    ("training", "dynamic_metric"): lambda: list(METRICS),
+    ("training", "vllm_importance_sampling_mode"): lambda: list(IS_MODES),
 }
 
 

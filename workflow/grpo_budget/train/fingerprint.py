@@ -39,7 +39,8 @@ def trajectory_settings(t: Training) -> dict:
     dropped |= {"device"}
     # Where the steps are also logged (TensorBoard, W&B) changes nothing they compute.
     dropped |= {"report_to"}
-    return records.left_out({k: v for k, v in s.items() if k not in dropped}, records.FINGERPRINT)
+    # Left out before the dropped fields go: whether vLLM is used depends on the device.
+    return {k: v for k, v in records.left_out(s, records.FINGERPRINT).items() if k not in dropped}
 
 
 # The parts of a dataset entry that shape training beyond the subset's rows: the prompt and the reward.

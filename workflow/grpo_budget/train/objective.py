@@ -21,11 +21,31 @@ VLLM_FIELDS = ("vllm_importance_sampling_correction", "vllm_importance_sampling_
                "vllm_importance_sampling_clip_min", "vllm_importance_sampling_clip_max")
 
 
+def vllm_settings(t) -> dict:
+    """The ``GRPOConfig`` fields of ``t``'s (a ``Training``) importance-sampling correction, by TRL's names."""
+    return {f: getattr(t, f) for f in VLLM_FIELDS}
+
+
 def used(args) -> dict:
     """The loss-relevant values of ``args`` (a ``GRPOConfig``) as the run used them; the importance-sampling
     correction's only where rollouts came from vLLM (it applies nowhere else)."""
     fields = LOSS_FIELDS + (VLLM_FIELDS if getattr(args, "use_vllm", False) else ())
-    return {f: getattr(args, f, None) for f in fields}
+    out = {f: getattr(args, f, None) for f in fields}
+    if out["epsilon_high"] is None:  # TRL's trainer clips above at epsilon then (GRPOTrainer.__init__)
+        out["epsilon_high"] = out["epsilon"]
+    return out
+
+
+def settings_problem(t) -> tuple[str, str] | None:
+    """(the setting, why) where ``t``'s (a ``Training``) importance-sampling bounds are ones TRL refuses, else None."""
+    lo, hi = t.vllm_importance_sampling_clip_min, t.vllm_importance_sampling_clip_max
+    if lo is not None and hi is not None and lo >= hi:
+        return ("vllm_importance_sampling_clip_min", f"{lo} is not below training.vllm_importance_sampling_clip_max "
+                f"({hi}); allowed: a smaller bound, or null (no lower bound)")
+    if lo is None and hi is None and t.vllm_importance_sampling_mode.endswith("truncate"):
+        return ("vllm_importance_sampling_clip_max", f"null, with clip_min null too, leaves "
+                f"{t.vllm_importance_sampling_mode} nothing to clip to; allowed: a bound, or a *_mask mode")
+    return None
 
 
 def corrected_shares(old_logps, sampling_logps, mask, mode: str, clip_min: float | None, clip_max: float | None):

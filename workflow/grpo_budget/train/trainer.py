@@ -2,13 +2,15 @@
 training methods' hooks (:data:`grpo_budget.train.methods.METHODS`).
 
 Online filtering is DAPO's dynamic sampling (Yu et al. 2025, sec. 3.2; verl ``filter_groups``), which TRL has none of
-(TRL issues 3708, 3973). A group whose rewards are all equal has zero advantage everywhere: it carries no gradient.
-With ``training.dynamic_sampling`` such groups are dropped from a step's generation batch and replaced by groups of
-further prompts of the arm's subset (drawn with the run's seed and the step, so a resumed step draws the same ones),
-in at most ``training.dynamic_max_rounds`` extra generation rounds; a batch still short after them is filled with
-dropped groups, so every step has its configured size. Every run, filtered or not, logs per step the rollouts
-generated, kept and discarded and the completion tokens generated (train_log columns ``rollouts/*``), which the cost
-of an arm counts.
+(TRL issues 3708, 3973). A group whose rollouts all score alike carries no gradient (on the total reward) or no
+signal of success (on accuracy, DAPO's filter): ``training.dynamic_metric``. With ``training.dynamic_sampling`` such
+groups are dropped from a step's generation batch and replaced by groups of further prompts of the arm's subset
+(drawn with the run's seed and the step, so a resumed step draws the same ones), in at most
+``training.dynamic_max_rounds`` extra generation rounds; a batch still short after them does what
+``training.dynamic_at_cap`` says (:mod:`grpo_budget.train.capping`: fill, error or carry). Every run, filtered or
+not, logs per step the rollouts generated, kept and discarded and the completion tokens generated (train_log columns
+``rollouts/*``), which the cost of an arm counts; with vLLM, the share of rollouts TRL's importance-sampling
+correction zeroed or clipped (``sampling/importance_sampling_*_share``, :mod:`grpo_budget.train.objective`).
 
 A step: its groups are generated (the method's rollouts hook runs on each round, e.g. ``guided`` regenerates the
 failed groups with guidance), filtered when dynamic sampling is on, then the method's batch hook runs on the whole
@@ -22,16 +24,11 @@ import math
 import numpy as np
 
 from grpo_budget.config.settings import Training
-from grpo_budget.train.batches import pad_id, recount, take_rows
+from grpo_budget.errors import UserError
+from grpo_budget.train import capping, objective
+from grpo_budget.train.batches import pad_id, recount, take_rows, with_old_logps
 from grpo_budget.train.methods import method_of
 from grpo_budget.train.sampler import epoch_sampler
-
-
-def mixed_groups(advantages, num_generations: int) -> list[bool]:
-    """Per group of ``num_generations`` consecutive rows: whether its rewards differ (some advantage is nonzero: the
-    advantage is the reward minus its group's mean, exactly 0 for every row of an all-equal group)."""
-    a = np.asarray(advantages, dtype=float).reshape(-1, num_generations)
-    return [bool(x) for x in (a != 0).any(axis=1)]
 
 
 def round_prompts(shortfall: int, kept: int, tried: int, full: int) -> int:
@@ -53,16 +50,6 @@ def refill_prompts(n_items: int, used: set[int], n: int, seed: int, step: int, r
     return [int(i) for i in picks]
 
 
-def batch_groups(mixed: list[list[bool]], need: int) -> tuple[list[tuple[int, int]], int]:
-    """The ``need`` groups a step trains on, as (round, group) pairs: the mixed groups in generation order, then
-    dropped ones to fill a batch still short; and how many dropped groups filled it."""
-    kept = [(r, g) for r, groups in enumerate(mixed) for g, m in enumerate(groups) if m]
-    dropped = [(r, g) for r, groups in enumerate(mixed) for g, m in enumerate(groups) if not m]
-    chosen = kept[:need]
-    fill = dropped[: need - len(chosen)]
-    return sorted(chosen + fill), len(fill)
-
-
 def trainer_class():
     """``GRPOTrainer`` with dynamic sampling, the training methods and rollout counts (built on first use: TRL is
     heavy to import)."""
@@ -75,6 +62,8 @@ def trainer_class():
         def __init__(self, *args, training: Training, **kwargs):
             super().__init__(*args, **kwargs)
             self.dynamic, self.max_rounds = training.dynamic_sampling, training.dynamic_max_rounds
+            self.at_cap, self.metric = training.dynamic_at_cap, training.dynamic_metric
+            self.carried: list[dict] = []  # carry: one-group batches an earlier step found beyond its need
             self.method = method_of(training)
             self.method_settings = self.method.own(training)
             self.refill_seed = int(self.args.seed)
@@ -142,10 +131,10 @@ def trainer_class():
             self.step_counts = {"rollouts": 0, "tokens": 0, **self.method.counts()}
             need = len(inputs) // self.num_generations
             outputs, mixed = generation_rounds(self, inputs, need)
-            batch, filled = step_batch(self, outputs, mixed, need)
+            batch, taken = step_batch(self, outputs, mixed, need)
             if self.method.on_batch is not None:
                 batch = self.method.on_batch(self, batch, self._rollouts)
-            log_step(self, batch, len(outputs), filled)
+            log_step(self, batch, len(outputs), taken)
             return {k: v for k, v in batch.items() if k not in ("correct", "item")}
 
     return Trainer
@@ -159,7 +148,7 @@ def generation_rounds(trainer, inputs: list[dict], need: int) -> tuple[list[dict
     than ``need`` groups are mixed; each round's output and which of its groups are mixed."""
     num_generations = trainer.num_generations
     first = trainer._rollouts(inputs)
-    outputs, mixed = [first], [mixed_groups(first["advantages"].cpu(), num_generations)]
+    outputs, mixed = [first], [passing(trainer, first)]
     used = {int(x["item"]) for x in inputs if "item" in x}
     for round_ in range(1, trainer.max_rounds + 1 if trainer.dynamic else 1):
         kept = sum(map(sum, mixed))
@@ -172,34 +161,73 @@ def generation_rounds(trainer, inputs: list[dict], need: int) -> tuple[list[dict
         used |= set(items)
         batch = [trainer.train_dataset[i] for i in items for _ in range(num_generations)]
         outputs.append(trainer._rollouts(batch))
-        mixed.append(mixed_groups(outputs[-1]["advantages"].cpu(), num_generations))
+        mixed.append(passing(trainer, outputs[-1]))
     return outputs, mixed
 
 
-def step_batch(trainer, outputs: list[dict], mixed: list[list[bool]], need: int) -> tuple[dict, int]:
-    """The step's batch (with dynamic sampling: ``need`` groups, the mixed ones first) and how many dropped groups
-    filled it."""
+def passing(trainer, out: dict) -> list[bool]:
+    """Which groups of a round's ``out`` pass the filter (``training.dynamic_metric``)."""
+    return capping.mixed(out["correct"].cpu(), out["advantages"].cpu(), trainer.num_generations, trainer.metric)
+
+
+def _rows(group: int, num_generations: int) -> list[int]:
+    return list(range(group * num_generations, (group + 1) * num_generations))
+
+
+def step_batch(trainer, outputs: list[dict], mixed: list[list[bool]], need: int) -> tuple[dict, dict]:
+    """The step's batch (with dynamic sampling: ``need`` groups, the passing ones first, then at the cap what
+    ``training.dynamic_at_cap`` says) and how many groups were filled and carried into it."""
     if not trainer.dynamic:
-        return outputs[0], 0
-    num_generations = trainer.num_generations
-    groups, filled = batch_groups(mixed, need)
+        return outputs[0], {"filled": 0, "carried": 0}
+    G, pad = trainer.num_generations, pad_id(trainer)
+    p = capping.plan(mixed, need, trainer.at_cap, len(trainer.carried))
+    if p.short and trainer.at_cap == "error":
+        raise UserError(
+            f"dynamic sampling found {need - p.short} of the {need} groups step {trainer.state.global_step + 1} "
+            f"needs whose rollouts differ in {trainer.metric} after {len(outputs) - 1} extra rounds "
+            f"(training.dynamic_max_rounds: {trainer.max_rounds}); training.dynamic_at_cap is error, which stops "
+            "the run as verl's DAPO recipe does: the subset is too hard or too easy for the model; allowed: fill, "
+            "carry, or more rounds")
     by_round: dict[int, list[int]] = {}
-    for r, k in groups:
-        by_round.setdefault(r, []).extend(range(k * num_generations, (k + 1) * num_generations))
-    return recount(trainer, take_rows(outputs, sorted(by_round.items()), pad_id(trainer))), filled
+    for r, k in sorted(p.own + p.filled):
+        by_round.setdefault(r, []).extend(_rows(k, G))
+    batch = take_rows(outputs, sorted(by_round.items()), pad)
+    if trainer.at_cap == "carry":
+        # The newest carried groups go in (nearest the policy now); the surplus waits, with its sampling policy's
+        # log-probs taken now (before this step's update), for a later step's importance ratio.
+        split = len(trainer.carried) - p.carried
+        waiting, used = trainer.carried[:split], trainer.carried[split:]
+        if used:
+            batch = with_old_logps(trainer, batch)
+            parts = [batch, *used]
+            batch = take_rows(parts, [(i, list(range(len(x["advantages"])))) for i, x in enumerate(parts)], pad)
+        surplus = [with_old_logps(trainer, take_rows(outputs, [(r, _rows(k, G))], pad)) for r, k in p.surplus]
+        trainer.carried = capping.keep_carried(waiting, surplus, need)
+    return recount(trainer, batch), {"filled": len(p.filled), "carried": p.carried}
 
 
-def log_step(trainer, batch: dict, rounds: int, filled: int) -> None:
-    """The step's rollout counts (train_log columns ``rollouts/*``), then what its method logs."""
+def log_step(trainer, batch: dict, rounds: int, taken: dict) -> None:
+    """The step's rollout counts (train_log columns ``rollouts/*``), what TRL's vLLM correction did to its batch,
+    then what its method logs."""
     counts, metrics = trainer.step_counts, trainer._metrics["train"]
     kept_rows = len(batch["advantages"])
+    carried_rows = taken["carried"] * trainer.num_generations  # generated in an earlier step
     metrics["rollouts/generated"].append(counts["rollouts"])
     metrics["rollouts/kept"].append(kept_rows)
-    metrics["rollouts/discarded"].append(counts["rollouts"] - kept_rows)
+    metrics["rollouts/discarded"].append(counts["rollouts"] - kept_rows + carried_rows)
     metrics["rollouts/generated_tokens"].append(counts["tokens"])
     metrics["rollouts/rounds"].append(rounds)
-    metrics["rollouts/filled_groups"].append(filled)
-    metrics["rollouts/kept_mixed_share"].append(
-        float(np.mean(mixed_groups(batch["advantages"].cpu(), trainer.num_generations))))
+    metrics["rollouts/filled_groups"].append(taken["filled"])
+    if trainer.dynamic and trainer.at_cap == "carry":
+        metrics["rollouts/carried_groups"].append(taken["carried"])
+    metrics["rollouts/kept_mixed_share"].append(  # groups with a gradient: some advantage is nonzero
+        float(np.mean(capping.mixed(None, batch["advantages"].cpu(), trainer.num_generations, "reward"))))
+    if trainer.use_vllm and trainer.vllm_importance_sampling_correction:
+        masked, truncated = objective.corrected_shares(
+            batch["old_per_token_logps"], batch["sampling_per_token_logps"], batch["completion_mask"],
+            trainer.vllm_importance_sampling_mode, trainer.vllm_importance_sampling_clip_min,
+            trainer.vllm_importance_sampling_clip_max)
+        metrics["sampling/importance_sampling_masked_share"].append(masked)
+        metrics["sampling/importance_sampling_truncated_share"].append(truncated)
     for name, value in trainer.method.metrics(counts).items():
         metrics[name].append(value)

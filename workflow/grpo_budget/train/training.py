@@ -27,6 +27,7 @@ from grpo_budget.prepare.userrows import cell
 from grpo_budget.select.sources import labels_bought
 from grpo_budget.train.checkpoints import (adapter_digest, checkpoints, claim_checkpoint_dir, digest_recorder,
                                            discard_incomplete, record_digests, room_to_save)
+from grpo_budget.train import objective
 from grpo_budget.train.fingerprint import fingerprint
 from grpo_budget.train.manifest import recorded
 from grpo_budget.train.lora import check_lora_targets, lora_config, resolve_lora_targets
@@ -93,6 +94,7 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
                         for step, path in saved],
         "labels_bought": labels,
         "rewards": rewards.check(t.rewards),  # name -> weight, as GRPO summed them
+        "objective": objective.used(args),  # the loss-relevant GRPOConfig values, read off the config TRL ran
     }
     write_json(manifest, manifest_out)
     return manifest
@@ -247,7 +249,7 @@ def grpo_config(t: Training, out_dir: Path, seed: int, on_gpu: bool, n_items: in
             raise UserError("training.vllm_gpu_memory_utilization is auto, but this job was given no memory plan: "
                             "run it through the workflow, or set a share (0-1)")
         extra.update(use_vllm=True, vllm_mode=t.vllm_mode, vllm_gpu_memory_utilization=t.vllm_gpu_memory_utilization,
-                     vllm_max_model_length=t.vllm_max_model_length)
+                     vllm_max_model_length=t.vllm_max_model_length, **objective.vllm_settings(t))
     args = GRPOConfig(
         output_dir=str(out_dir),
         per_device_train_batch_size=t.per_device_batch,
