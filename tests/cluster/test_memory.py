@@ -251,10 +251,13 @@ def test_the_plan_sizes_each_job_with_the_settings_its_builder_gives_the_job():
 
 
 def test_a_methods_extra_rollouts_enlarge_the_micro_batch_the_plan_sizes():
-    """CoDaPO's resampled groups join the step's batch, so each micro-batch holds more completions than TRL's
-    per-device batch: the plan sizes the activations of the micro-batch the method makes."""
+    """CoDaPO's single update's resampled groups join the step's batch, so each micro-batch holds more completions
+    than TRL's per-device batch: the plan sizes the activations of the micro-batch the method makes; its two
+    updates are steps of the batch's size."""
     grpo = jobs.training_job(paper_config(training={"gradient_checkpointing": True}), "qwen3-4b").budget
     cfg = paper_config(training={"gradient_checkpointing": True, "method": "codapo", "codapo_repeats": 1,
-                                 "codapo_resample_share": 1.0})
+                                 "codapo_resample_share": 1.0, "codapo_updates": 1})
     codapo = jobs.training_job(cfg, "qwen3-4b").budget  # 1 prompt x 8 completions, + 1 x 1 x 8 resampled
     assert codapo.parts["activations"] == pytest.approx(2 * grpo.parts["activations"], rel=0.05)
+    cfg["training"]["codapo_updates"] = 2
+    assert jobs.training_job(cfg, "qwen3-4b").budget.parts["activations"] == grpo.parts["activations"]

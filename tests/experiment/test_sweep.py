@@ -279,7 +279,8 @@ def test_a_method_sweep_end_to_end_then_a_third_method_runs_only_its_jobs(tiny_r
     subsets = tuple(f"runs/tiny/framearith/{p}/b0.2/s0/subset.parquet" for p in ("hard", "random"))
     results = inputs_from(tiny_run, tmp_path / "results", ("data", "models", "scores", "base", *subsets))
     first_cfg = tmp_path / "two.yaml"
-    first_cfg.write_text(yaml.safe_dump(with_sweep({"training.method": ["grpo", "codapo"]}, codapo_repeats=1)))
+    first_cfg.write_text(yaml.safe_dump(with_sweep({"training.method": ["grpo", "codapo"]}, codapo_repeats=1,
+                                                   codapo_updates=1)))
     first = snakemake("--configfile", str(first_cfg), "--config", f"results={results}")
     counts = job_counts(first.stdout + first.stderr)
     assert counts["verify"] == 1 and counts["train"] == 4 and counts["evaluate"] == 4
@@ -294,12 +295,13 @@ def test_a_method_sweep_end_to_end_then_a_third_method_runs_only_its_jobs(tiny_r
     assert "variant" in pd.read_csv(results / "tables/verdicts.csv").columns
     assert (results / "figures/gain_vs_setting.png").read_bytes()[:4] == b"\x89PNG"
     cost = pd.read_csv(results / "tables/cost.csv").set_index(["policy", "variant"])
-    for policy in ("hard", "random"):  # CoDaPO's extra rollouts count in its cost
+    for policy in ("hard", "random"):  # CoDaPO's single update: its extra rollouts count in its cost
         assert cost.loc[(policy, "codapo"), "training_tokens"] > cost.loc[(policy, "grpo"), "training_tokens"]
     subset_mtime = (runs / "hard/b0.2/s0/subset.parquet").stat().st_mtime_ns
 
     more = tmp_path / "three.yaml"
-    more.write_text(yaml.safe_dump(with_sweep({"training.method": ["grpo", "codapo", "guided"]}, codapo_repeats=1)))
+    more.write_text(yaml.safe_dump(with_sweep({"training.method": ["grpo", "codapo", "guided"]}, codapo_repeats=1,
+                                           codapo_updates=1)))
     second = snakemake("--configfile", str(more), "--config", f"results={results}")
     counts = job_counts(second.stdout + second.stderr)
     assert counts["train"] == 2 and counts["evaluate"] == 2  # only guided's arms

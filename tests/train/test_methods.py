@@ -18,10 +18,13 @@ from grpo_budget.errors import UserError
 from grpo_budget.experiment import config as experiment_config
 from grpo_budget.prepare import framearith
 from grpo_budget.train import training
-from grpo_budget.train.codapo import batch_problem, codapo_values, resample, resample_count, resample_probabilities
+from grpo_budget.train.codapo import (batch_problem, codapo_values, resample, resample_count, resample_probabilities,
+                                     selected)
 from grpo_budget.train.guided import guidance, guided_groups, guided_prompt
 from grpo_budget.train.fingerprint import trajectory_settings
 from grpo_budget.train.methods import METHODS, Method
+from grpo_budget.train.refocus import percentile_picks, refocused
+from grpo_budget.train.schedule import schedule
 from grpo_budget.train.trainer import trainer_class
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +66,7 @@ def test_the_value_rule_draws_with_the_stated_probabilities():
     chi2 = ((counts - expected) ** 2 / expected).sum()
     assert chi2 < 16.3  # chi-square, 3 degrees of freedom, p = 0.001
     assert resample(v, 5, "value", 1, 2) == resample(v, 5, "value", 1, 2)  # seeded: same draw
-    with pytest.raises(ValueError, match="allowed: top, value"):
+    with pytest.raises(ValueError, match="allowed: percentile, top, value"):
         resample(v, 1, "best", 0, 0)
 
 
@@ -82,9 +85,9 @@ def test_guidance_goes_where_configured():
     assert guided_groups(correct, "always") == [0, 1, 2, 3]
 
 
-def codapo_settings(prompts: int, generations: int, share: float, repeats: int) -> Training:
+def codapo_settings(prompts: int, generations: int, share: float, repeats: int, updates: int = 1) -> Training:
     return Training.from_dict({"method": "codapo", "prompts_per_step": prompts, "num_generations": generations,
-                               "codapo_resample_share": share, "codapo_repeats": repeats})
+                               "codapo_resample_share": share, "codapo_repeats": repeats, "codapo_updates": updates})
 
 
 def test_codapo_batches_must_split_into_the_micro_batches():
@@ -92,13 +95,17 @@ def test_codapo_batches_must_split_into_the_micro_batches():
     assert batch_problem(codapo_settings(8, 4, 0.25, 4), 2) is None
     setting, why = batch_problem(codapo_settings(6, 3, 0.2, 1), 2)  # 1 question x 1 x 3 rollouts over 2
     assert setting == "codapo_repeats" and "CoDaPO adds 3 rollouts" in why and "codapo_repeats" in why
+    assert batch_problem(codapo_settings(6, 3, 0.2, 1, updates=2), 2) is None  # its second update is a whole batch
 
 
 def test_each_method_says_what_a_step_of_it_adds():
     """Rows trained and rollouts generated per step, and a micro-batch, as the memory and cost plans count them."""
-    t = codapo_settings(8, 4, 0.25, 4)  # 2 questions x 4 repeats x 4 rollouts more
+    t = codapo_settings(8, 4, 0.25, 4)  # one update: 2 questions x 4 repeats x 4 rollouts more
     assert METHODS["codapo"].rows_per_step(t) == 32 + 32 and METHODS["codapo"].generations_per_step(t) == 64
-    assert METHODS["codapo"].micro_batch(t) == 64
+    assert METHODS["codapo"].micro_batch(t) == 64 and METHODS["codapo"].updates_per_batch(t) == 1
+    two = codapo_settings(8, 4, 0.25, 4, updates=2)  # two updates, each a step of 8 prompts x 4
+    assert METHODS["codapo"].rows_per_step(two) == 32 == METHODS["codapo"].generations_per_step(two)
+    assert METHODS["codapo"].micro_batch(two) == 32 and METHODS["codapo"].updates_per_batch(two) == 2
     plain = Training.from_dict({"prompts_per_step": 8, "num_generations": 4, "gradient_accumulation_steps": 2})
     assert METHODS["grpo"].rows_per_step(plain) == 32
     assert METHODS["grpo"].micro_batch(plain) == 16 == plain.per_device_batch
@@ -166,7 +173,7 @@ def make_trainer(tmp_path, model_dir, method: str, max_steps: int = 2, record=No
             out = super()._scored(inputs)
             if record is not None:  # with the rollouts' mean log-probs under the weights that generated them
                 record.append(("scored", [x["prompt"] for x in inputs], out["correct"].clone(), dict(out),
-                               _mean_logps(self, out)))
+                               _mean_logps(self, out), _adapter(self)))
             return out
 
         def _generate_and_score_completions(self, inputs):
@@ -233,7 +240,7 @@ def test_guides_filter_drops_the_guided_groups_that_come_back_unmixed(tmp_path, 
     trainer = make_trainer(tmp_path, tiny_model_dir, "guided", max_steps=3, record=record, reward=hinted)
     trainer.train()
     guided_rows = kept_guided = 0
-    for kind, prompts, correct_, out, _ in record:
+    for kind, _, _, out, *_ in record:
         if kind != "batch":
             continue
         marks = out["guided"].view(-1, G)
@@ -364,10 +371,11 @@ def test_each_step_logs_the_guided_rows_ratios_weights_and_share_of_the_update(t
         assert (log["guided/zero_weight_share"].dropna() == 0).all()
 
 
-def test_codapo_scales_each_group_by_its_value_and_adds_the_top_groups_rollouts(tmp_path, tiny_model_dir):
+def test_codapo_single_update_scales_each_group_by_its_value_and_adds_the_top_groups_rollouts(tmp_path,
+                                                                                              tiny_model_dir):
     record = []
     trainer = make_trainer(tmp_path, tiny_model_dir, "codapo", max_steps=2, record=record,
-                           codapo_resample_share=0.5, codapo_repeats=1)
+                           codapo_resample_share=0.5, codapo_repeats=1, codapo_updates=1, codapo_resample="top")
     trainer.train()
     log = step_log(trainer)
     extra = resample_count(PROMPTS, 0.5) * 1 * G
@@ -388,36 +396,125 @@ def test_codapo_scales_each_group_by_its_value_and_adds_the_top_groups_rollouts(
             np.testing.assert_allclose((scaled[k] / raw[k])[raw[k] != 0].numpy(), values[k], rtol=1e-4)
 
 
+def test_codapos_second_update_trains_on_rollouts_the_updated_policy_generated(tmp_path, tiny_model_dir):
+    """The reference's loop (tmlr-group/CoDaPO codapo/ray_trainer.py): step 1 updates on the batch and selects by
+    the percentile rule; step 2 generates the selected questions, each 4 times in turn to the batch's size, with the
+    weights after step 1's update (they differ from those that generated the batch), and updates on them; each
+    update is a step of the log with the batch's size. Step 3 takes the sampler's next batch."""
+    record = []
+    trainer = make_trainer(tmp_path, tiny_model_dir, "codapo", max_steps=3, record=record)
+    trainer.train()
+    scored = [r for r in record if r[0] == "scored"]
+    assert len(scored) == 3  # one generation per step: nothing is generated beside a step's batch
+    first, second, third = scored
+    assert not np.allclose(first[5].numpy(), second[5].numpy())  # the policy was updated between the generations
+    values = codapo_values(first[2].view(-1, G).numpy(), first[4], 0.1)
+    items = [int(i) for i in first[3]["item"].view(-1, G)[:, 0]]
+    want = [items[p] for p in refocused(percentile_picks(values, 0.75), 4, PROMPTS)]
+    assert [int(i) for i in second[3]["item"].view(-1, G)[:, 0]] == want
+    assert second[1] == [ITEMS["prompt"][i] for i in want for _ in range(G)]
+    # its rollouts' log-probs under the policy that generated them are the updated policy's, not the batch's
+    before = make_trainer(tmp_path / "fresh", tiny_model_dir, "codapo", max_steps=1)
+    assert not np.allclose(_mean_logps(before, second[3]), second[4], atol=1e-4)
+    assert not set(int(i) for i in third[3]["item"]) & set(items)  # the sampler's next batch
+    log = step_log(trainer)
+    assert log.index.tolist() == [1, 2, 3] and log["codapo/update"].tolist() == [1, 2, 1]
+    assert (log["rollouts/generated"] == G * PROMPTS).all() and (log["rollouts/kept"] == G * PROMPTS).all()
+    assert (log["codapo/extra_rollouts"] == 0).all()
+
+
+def always_wrong(completions, item, **kwargs):
+    return [0.0 for _ in completions]
+
+
+def test_the_second_update_takes_the_first_quarter_in_batch_order_when_every_value_ties_at_the_floor(
+        tmp_path, tiny_model_dir):
+    """Every group fails, so every value is the floor 0.1: the reference's percentile rule keeps every question and
+    its second batch is the batch's first question 4 times (N/4 = 1 of 4), where the paper's top-K takes a seeded
+    one of the tied questions."""
+    for rule, seed_sensitive in (("percentile", False), ("top", True)):
+        record = []
+        trainer = make_trainer(tmp_path / rule, tiny_model_dir, "codapo", max_steps=2, record=record,
+                               reward=always_wrong, codapo_resample=rule)
+        trainer.train()
+        first, second = [r for r in record if r[0] == "scored"]
+        items = [int(i) for i in first[3]["item"].view(-1, G)[:, 0]]
+        again = [int(i) for i in second[3]["item"].view(-1, G)[:, 0]]
+        if rule == "percentile":
+            assert again == [items[0]] * PROMPTS
+        else:
+            assert len(set(again)) == 1 and again == [items[resample([0.1] * PROMPTS, 1, "top", 0, 0)[0]]] * 4
+
+
+def test_the_percentile_rule_keeps_every_tied_question_in_batch_order_and_top_k_keeps_k():
+    tied = [0.1] * 8
+    assert selected(tied, 0.25, "percentile", 0, 0) == list(range(8))
+    assert refocused(selected(tied, 0.25, "percentile", 0, 0), 4, 8) == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert len(selected(tied, 0.25, "top", 0, 0)) == 2  # K = 2 of 8, ties in a seeded order
+    spread = [0.1, 0.7, 0.3, 0.5, 0.1, 0.2, 0.1, 0.1]  # 75th percentile: 0.35 (linear): 0.7 and 0.5, batch order
+    assert selected(spread, 0.25, "percentile", 0, 0) == [1, 3] == selected(spread, 0.25, "top", 0, 0)
+
+
+def test_each_update_is_a_step_of_the_schedule_and_of_the_cost_plan():
+    """With ``epochs``, a pass over the subset is its batches x 2 steps for CoDaPO's two updates; the cost plan
+    counts every step at the batch's size, so a codapo arm generates what a grpo arm of the same steps does."""
+    grpo = Training.from_dict({"prompts_per_step": 8, "num_generations": 8, "epochs": 2})
+    two = Training.from_dict({"method": "codapo", "prompts_per_step": 8, "num_generations": 8, "epochs": 2})
+    one = Training.from_dict({"method": "codapo", "prompts_per_step": 8, "num_generations": 8, "epochs": 2,
+                              "codapo_updates": 1})
+    assert schedule(100, grpo)[0] == 24 and schedule(100, two)[0] == 48 and schedule(100, one)[0] == 24
+    cfg = yaml.safe_load((ROOT / "tests/configs/tiny.yaml").read_text())
+    cfg["sweep"] = {"training.method": ["grpo", "codapo"]}
+    trains = {j.name: j for j in work.jobs(experiment_config.validate(cfg)) if j.rule == "train"}
+    plain, codapo = trains["tiny_framearith_hard_b0.2_s0_v-grpo"], trains["tiny_framearith_hard_b0.2_s0_v-codapo"]
+    assert codapo.steps == plain.steps and codapo.sequences == plain.sequences
+    assert codapo.train_tokens == plain.train_tokens
+    cfg["training"]["codapo_updates"] = 1  # the single update: its resampled groups on top of each step
+    single = {j.name: j for j in work.jobs(experiment_config.validate(cfg)) if j.rule == "train"}
+    assert single["tiny_framearith_hard_b0.2_s0_v-codapo"].sequences == 2 * plain.sequences
+
+
+def _adapter(trainer):
+    """The policy's trainable weights now (the LoRA adapter), a copy."""
+    import torch
+
+    return torch.cat([p.detach().flatten().clone() for p in trainer.model.parameters() if p.requires_grad])
+
+
 def _mean_logps(trainer, batch):
     from grpo_budget.train.batches import completion_logps, mean_logps
 
     return mean_logps(completion_logps(trainer, batch), batch["completion_mask"]).view(-1, G).numpy()
 
 
-@pytest.mark.parametrize("method", ["guided", "codapo"])
-def test_each_method_composes_with_dynamic_sampling(tmp_path, tiny_model_dir, method):
-    """Dynamic sampling fills the step's batch with mixed groups (guided ones count), then CoDaPO adds its own."""
+@pytest.mark.parametrize(("method", "updates"), [("guided", 2), ("codapo", 1), ("codapo", 2)])
+def test_each_method_composes_with_dynamic_sampling(tmp_path, tiny_model_dir, method, updates):
+    """Dynamic sampling fills the step's batch with mixed groups (guided ones count), then CoDaPO's single update
+    adds its own; its second update is a step of the batch's size, filled as any step."""
     trainer = make_trainer(tmp_path, tiny_model_dir, method, max_steps=2, filtering=True, codapo_resample_share=0.5,
-                           codapo_repeats=1)
+                           codapo_repeats=1, codapo_updates=updates)
     trainer.train()
     log = step_log(trainer)
-    extra = resample_count(PROMPTS, 0.5) * G if method == "codapo" else 0
+    extra = resample_count(PROMPTS, 0.5) * G if (method, updates) == ("codapo", 1) else 0
     assert (log["rollouts/kept"] == G * PROMPTS + extra).all()
     assert (log["rollouts/generated"] == log["rollouts/kept"] + log["rollouts/discarded"]).all()
     assert (log["rollouts/rounds"] <= 3).all()
 
 
-@pytest.mark.parametrize("method", ["guided", "codapo"])
-def test_a_step_redone_after_a_kill_redraws_the_same_guidance_and_resamples(tmp_path, tiny_model_dir, method):
+@pytest.mark.parametrize(("method", "kill"), [("guided", 2), ("codapo", 2), ("codapo", 1)])
+def test_a_step_redone_after_a_kill_redraws_the_same_guidance_and_resamples(tmp_path, tiny_model_dir, method, kill):
+    """Killed after step 2 (with CoDaPO's two updates, a batch's second) or after step 1 (between a batch's two
+    updates: the selection travels in the checkpoint)."""
     straight = make_trainer(tmp_path / "a", tiny_model_dir, method, max_steps=3)
     straight.train()
-    first = make_trainer(tmp_path / "b", tiny_model_dir, method, max_steps=2)
+    first = make_trainer(tmp_path / "b", tiny_model_dir, method, max_steps=kill)
     first.train()
     resumed = make_trainer(tmp_path / "b", tiny_model_dir, method, max_steps=3)
-    resumed.train(resume_from_checkpoint=str(tmp_path / "b" / "ck" / "checkpoint-2"))
+    resumed.train(resume_from_checkpoint=str(tmp_path / "b" / "ck" / f"checkpoint-{kill}"))
     draw = "guided/draw" if method == "guided" else "codapo/draw"
     cols = [draw, "rollouts/generated", "rollouts/generated_tokens", "reward"]
-    pd.testing.assert_series_equal(step_log(straight).loc[3, cols], step_log(resumed).loc[3, cols])
+    steps = list(range(kill + 1, 4))
+    pd.testing.assert_frame_equal(step_log(straight).loc[steps, cols], step_log(resumed).loc[steps, cols])
 
 
 def test_a_codapo_batch_that_cannot_split_is_refused_before_any_job(tmp_path):
@@ -425,7 +522,7 @@ def test_a_codapo_batch_that_cannot_split_is_refused_before_any_job(tmp_path):
 
     cfg = yaml.safe_load((ROOT / "tests/configs/tiny.yaml").read_text())
     cfg["training"].update(prompts_per_step=6, num_generations=3, gradient_accumulation_steps=2,
-                           codapo_resample_share=0.2, codapo_repeats=1)
+                           codapo_resample_share=0.2, codapo_repeats=1, codapo_updates=1)
     cfg["sweep"] = {"training.method": ["grpo", "codapo"]}
     with pytest.raises(ConfigError, match=r"sweep variant codapo .*'training.codapo_repeats': CoDaPO adds 3 rollouts"):
         experiment_config.validate(cfg)

@@ -149,14 +149,17 @@ def assert_same_run(straight: Path, resumed: Path, manifest: dict) -> None:
     pd.testing.assert_frame_equal(log(resumed), log(straight))
 
 
-@pytest.mark.parametrize(("method", "dynamic", "accumulation"), [("grpo", True, 2), ("codapo", False, 1),
-                                                                 ("codapo", True, 1), ("guided", False, 2),
-                                                                 ("guided", True, 1)])
+@pytest.mark.parametrize(("method", "dynamic", "accumulation", "updates"), [
+    ("grpo", True, 2, 2), ("codapo", False, 1, 2), ("codapo", True, 1, 2), ("codapo", False, 1, 1),
+    ("guided", False, 2, 2), ("guided", True, 1, 2)])
 def test_a_run_resumed_in_its_second_pass_ends_as_the_uninterrupted_run(tmp_path, taught_model, subset, method,
-                                                                          dynamic, accumulation):
+                                                                          dynamic, accumulation, updates):
     """Killed after step 3, the second pass's first step; resumed, it trains on into the third pass (some with two
-    micro-batches a step, whose generation batch TRL keeps between them)."""
-    settings = {"method": method, "dynamic_sampling": dynamic, "gradient_accumulation_steps": accumulation}
+    micro-batches a step, whose generation batch TRL keeps between them). CoDaPO's two updates make a pass four
+    steps: killed between the second batch's two updates (its selection travels in the checkpoint), it trains on
+    into the second pass."""
+    settings = {"method": method, "dynamic_sampling": dynamic, "gradient_accumulation_steps": accumulation,
+                **({"codapo_updates": updates} if method == "codapo" else {})}
     train(tmp_path / "straight", subset, taught_model, **settings)
     killed_after(tmp_path / "straight", tmp_path / "resumed", 3)
     manifest = train(tmp_path / "resumed", subset, taught_model, **settings)

@@ -6,8 +6,8 @@ uses, the rows and rollouts a step of it adds, a batch it cannot split, and what
 config checks and the trainer ask the entry, never the method's name (docs/extending.md: adding a method).
 
 - ``grpo``: TRL's GRPO as configured (the default).
-- ``codapo``: CoDaPO, values that weigh each group and extra rollouts for the best questions
-  (:mod:`grpo_budget.train.codapo`).
+- ``codapo``: CoDaPO, values that weigh each group and a second update per batch on its best questions, generated
+  again after the first (:mod:`grpo_budget.train.codapo`).
 - ``guided``: off-context guided rollouts, failed groups generated again with a solution's prefix as guidance,
   trained on the unguided prompt under an importance correction (:mod:`grpo_budget.train.guided`).
 """
@@ -26,6 +26,8 @@ RolloutsHook = Callable[..., dict]
 BatchHook = Callable[..., dict]
 # hook(trainer, model, inputs, base) -> loss: a micro-batch's loss in training, base(model, inputs) being TRL's
 LossHook = Callable[..., object]
+# hook(trainer, inputs) -> inputs: on the step's prompts (G rows each) before anything is generated
+InputsHook = Callable[..., list]
 
 
 def _none(t: Training) -> int:
@@ -38,11 +40,14 @@ class Method:
     settings: tuple[str, ...] = ()  # the training.* settings it owns (no other method reads them)
     choices: dict[str, tuple[str, ...]] = field(default_factory=dict)  # its settings that name choices: enums
     needs_solutions: bool = False  # reads each item's reference solution (training refuses items without)
+    on_inputs: InputsHook | None = None
     on_rollouts: RolloutsHook | None = None
     on_batch: BatchHook | None = None
     on_loss: LossHook | None = None
     extra_rows: Callable[[Training], int] = _none  # rollouts a step's batch gains beyond prompts x G (trained)
     extra_generations: Callable[[Training], int] = _none  # rollouts a step surely generates beyond its batch
+    # optimizer steps per batch the sampler draws (each a step of the run: the sampler gives a batch that many steps)
+    updates_per_batch: Callable[[Training], int] = lambda t: 1
     # (the setting to change, why) where a step's rows cannot split into the micro-batches, else None
     batch_problem: Callable[[Training, int], tuple[str, str] | None] = lambda t, micro_batches: None
     counts: Callable[[], dict] = dict  # a step's tally, fresh at each step, which its hooks add to
@@ -51,7 +56,7 @@ class Method:
     @property
     def changes_groups(self) -> bool:
         """Whether its hooks change a step's groups (which TRL spreads over processes: one process only)."""
-        return self.on_rollouts is not None or self.on_batch is not None
+        return self.on_inputs is not None or self.on_rollouts is not None or self.on_batch is not None
 
     def own(self, t: Training) -> dict:
         """Its settings in ``t``, by name."""
@@ -74,8 +79,9 @@ class Method:
 METHODS: dict[str, Method] = {
     "grpo": Method("TRL GRPOTrainer as configured"),
     "codapo": Method("Zhou et al. 2026 (arXiv 2606.07950), tmlr-group/CoDaPO", settings=codapo.SETTINGS,
-                     choices={"codapo_resample": codapo.RESAMPLE_RULES}, on_batch=codapo.weigh_and_resample,
-                     extra_rows=codapo.extra_rows, batch_problem=codapo.batch_problem, counts=codapo.counts,
+                     choices={"codapo_resample": codapo.RESAMPLE_RULES}, on_inputs=codapo.refocus_inputs,
+                     on_batch=codapo.weigh_and_resample, extra_rows=codapo.extra_rows,
+                     updates_per_batch=codapo.updates, batch_problem=codapo.batch_problem, counts=codapo.counts,
                      metrics=codapo.metrics),
     "guided": Method("OC-GRPO; Guide-GRPO (Nath et al. 2025, arXiv 2506.13923)", settings=guided.SETTINGS,
                      choices={"guidance_when": guided.GUIDE_WHEN, "guidance_place": guidance.PLACES,

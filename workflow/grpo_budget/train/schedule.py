@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from grpo_budget.config.settings import Training
+from grpo_budget.train.methods import method_of
 
 
 def prompts_per_generation(args) -> int:
@@ -32,7 +33,8 @@ def schedule(n_items: int, t: Training, per_step_prompts: int | None = None) -> 
 
     Without ``epochs``: the configured ``max_steps``. With it: ``max(1, epochs * steps_per_epoch)`` rounded to the
     nearest step, halves up, where ``steps_per_epoch = n_items // per_step_prompts`` (TRL's ``RepeatSampler``
-    drops a short final chunk) and ``per_step_prompts`` is the distinct prompts one optimizer step draws
+    drops a short final chunk) times the method's optimizer steps per batch (CoDaPO's two updates:
+    ``Method.updates_per_batch``), and ``per_step_prompts`` is the distinct prompts one batch draws
     (``prompts_per_generation(args)``; by default ``default_prompts_per_step(t)``).
 
     Checkpoints: with ``checkpoints`` = n set, steps ``round(max_steps * i / n)`` for i = 1..n, halves up, the
@@ -44,7 +46,8 @@ def schedule(n_items: int, t: Training, per_step_prompts: int | None = None) -> 
         max_steps = int(t.max_steps)
     else:
         per_step = default_prompts_per_step(t) if per_step_prompts is None else int(per_step_prompts)
-        max_steps = max(1, _half_up(float(t.epochs) * (n_items // per_step)))
+        per_epoch = (n_items // per_step) * method_of(t).updates_per_batch(t)
+        max_steps = max(1, _half_up(float(t.epochs) * per_epoch))
     if t.checkpoints is not None:
         n = int(t.checkpoints)
         steps = [(2 * max_steps * i + n) // (2 * n) for i in range(1, n + 1)]  # exact half-up rounding

@@ -12,23 +12,31 @@ not, logs per step the rollouts generated, kept and discarded and the completion
 ``rollouts/*``), which the cost of an arm counts; with vLLM, the share of rollouts TRL's importance-sampling
 correction zeroed or clipped (``sampling/importance_sampling_*_share``, :mod:`grpo_budget.train.objective`).
 
-A step: its groups are generated (the method's rollouts hook runs on each round, e.g. ``guided`` regenerates the
-failed groups with guidance), filtered when dynamic sampling is on, then the method's batch hook runs on the whole
-batch (``codapo`` weighs it and adds its resampled groups), and the step's counts are logged.
+A step: the method's inputs hook may replace its prompts (``codapo``'s second update of a batch trains on the
+previous step's selection), its groups are generated (the method's rollouts hook runs on each round, e.g. ``guided``
+regenerates the failed groups with guidance), filtered when dynamic sampling is on, then the method's batch hook runs
+on the whole batch (``codapo`` weighs it and selects its questions), and the step's counts are logged. A method that
+makes several optimizer steps of one batch (``Method.updates_per_batch``) gets each batch from the sampler that many
+steps in a row; what one step leaves for the next (``method_state``, JSON) is saved in each checkpoint
+(:data:`METHOD_STATE_FILE`) and read back on resume.
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 
 from grpo_budget.config.settings import Training
 from grpo_budget.errors import UserError
+from grpo_budget.io import read_json, write_json
 from grpo_budget.train import capping, objective
 from grpo_budget.train.batches import pad_id, recount, take_rows, with_old_logps
 from grpo_budget.train.methods import method_of
 from grpo_budget.train.sampler import epoch_sampler
+
+METHOD_STATE_FILE = "method_state.json"  # in a checkpoint, beside rng_state.pth: what a method carries to the next step
 
 
 def round_prompts(shortfall: int, kept: int, tried: int, full: int) -> int:
@@ -69,16 +77,30 @@ def trainer_class():
             self.refill_seed = int(self.args.seed)
             self.step_counts: dict = {}
             self.keep_logps, self.kept_logps = False, None  # a method's loss hook reads the loss's own log-probs
+            self.method_state: dict = {}  # what the method's last step left for the next one (JSON)
+            self.updates_per_batch = self.method.updates_per_batch(training)
             if (self.dynamic or self.method.changes_groups) and self.accelerator.num_processes > 1:
                 raise ValueError("training.dynamic_sampling and training.method other than grpo run on one process: "
                                  "TRL spreads a prompt's group over processes, so groups cannot be changed locally")
 
         def _get_train_sampler(self, dataset=None):
             # TRL's sampler, but each pass's order told by its number: a resumed run takes the prompts it would have.
+            # A method with several updates per batch gets each batch that many steps in a row (tmlr-group/CoDaPO's
+            # DuplicateBatchDataLoader): the epoch's length, and the Trainer's steps per epoch, count them.
             base = super()._get_train_sampler(dataset)
             return epoch_sampler(data_source=base.data_source, mini_repeat_count=base.mini_repeat_count,
-                                 batch_size=base.batch_size, repeat_count=base.repeat_count, shuffle=base.shuffle,
-                                 seed=base.seed)
+                                 batch_size=base.batch_size, repeat_count=base.repeat_count * self.updates_per_batch,
+                                 shuffle=base.shuffle, seed=base.seed)
+
+        def _save_rng_state(self, output_dir):
+            super()._save_rng_state(output_dir)
+            if self.method_state and self.args.should_save:  # written before trainer_state.json and sha256.json
+                write_json(self.method_state, f"{output_dir}/{METHOD_STATE_FILE}")
+
+        def _load_rng_state(self, checkpoint):
+            super()._load_rng_state(checkpoint)
+            if checkpoint is not None and (Path(checkpoint) / METHOD_STATE_FILE).exists():
+                self.method_state = read_json(Path(checkpoint) / METHOD_STATE_FILE)
 
         def _save(self, output_dir=None, state_dict=None):
             # Every reader (resume, evaluation, vLLM's adapters) takes the tokenizer from the base model's folder:
@@ -129,6 +151,8 @@ def trainer_class():
             if not self.model.training:
                 return super()._generate_and_score_completions(inputs)
             self.step_counts = {"rollouts": 0, "tokens": 0, **self.method.counts()}
+            if self.method.on_inputs is not None:
+                inputs = self.method.on_inputs(self, inputs)
             need = len(inputs) // self.num_generations
             outputs, mixed = generation_rounds(self, inputs, need)
             batch, taken = step_batch(self, outputs, mixed, need)

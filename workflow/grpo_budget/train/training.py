@@ -87,7 +87,8 @@ def train(subset_path: str | Path, model_path: str, checkpoint_dir: str | Path, 
         "resumed_from_step": resumed_from,
         "final_step": final_step,
         "planned_checkpoints": planned,
-        **({"epochs": t.epochs, "steps_per_epoch": len(subset) // prompts_per_generation(args)}
+        **({"epochs": t.epochs, "steps_per_epoch": len(subset) // prompts_per_generation(args)
+                                                   * method_of(t).updates_per_batch(t)}
            if t.epochs is not None else {}),
         # evaluate checks each adapter against its sha256 before loading it
         "checkpoints": [{"step": step, "path": recorded(path, manifest_out), "sha256": adapter_digest(path)}
