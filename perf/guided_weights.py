@@ -11,17 +11,16 @@ Reads the subset, model and dataset entry of a finished run of ``configs/guided-
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from grpo_budget.config.settings import Training  # noqa: E402
-from grpo_budget.train import training  # noqa: E402
+from method_steps import recorded_arm, train_log  # noqa: E402  (the run's arm read and trained, as there)
 
 FORMS = {
     "before (continuation, ppo clip, all kept)": {"guidance_place": "continuation", "guidance_objective": "ppo",
@@ -40,17 +39,11 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()
     results = Path(a.results)
-    record = json.loads(next((results / "provenance/train").glob(f"*_{a.policy}_*s0_v-guided.json")).read_text())
-    settings = json.loads(record["settings"]["settings"])
-    dataset = json.loads(record["settings"]["dataset"])
-    subset = next((results / "runs/tiny/framearith" / a.policy).glob("b*/s0/subset.parquet"))
+    settings, dataset, subset = recorded_arm(results, a.policy, "guided")
     rows = {}
     for name, form in FORMS.items():
         t = Training.from_dict({**settings, **form, "max_steps": a.steps, "save_steps": a.steps})
-        with tempfile.TemporaryDirectory() as tmp:
-            training.train(subset, str(results / "models/tiny"), Path(tmp) / "ck", Path(tmp) / "log.parquet",
-                           Path(tmp) / "manifest.json", t, dataset, seed=a.seed)
-            log = pd.read_parquet(Path(tmp) / "log.parquet").dropna(subset=["rollouts/generated"])
+        log = train_log(results, subset, t, dataset, seed=a.seed)
         steps = log.reindex(columns=COLUMNS)
         rows[name] = {"steps": len(log), "steps with guided rows": int(steps["guided/ratio_median"].notna().sum()),
                       **{c.removeprefix("guided/"): steps[c].mean() for c in COLUMNS}}

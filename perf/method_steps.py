@@ -25,6 +25,22 @@ from grpo_budget.config.settings import Training  # noqa: E402
 from grpo_budget.train import methods, training  # noqa: E402
 
 
+def recorded_arm(results: Path, policy: str, variant: str) -> tuple[dict, dict, Path]:
+    """A finished run's seed-0 arm of ``policy`` trained as sweep variant ``variant``: its training settings and
+    dataset entry (from its train job's record) and its subset."""
+    record = json.loads(next((results / "provenance/train").glob(f"*_{policy}_*s0_v-{variant}.json")).read_text())
+    subset = next((results / "runs/tiny/framearith" / policy).glob("b*/s0/subset.parquet"))
+    return json.loads(record["settings"]["settings"]), json.loads(record["settings"]["dataset"]), subset
+
+
+def train_log(results: Path, subset: Path, t: Training, dataset: dict, seed: int) -> pd.DataFrame:
+    """``subset`` trained with ``t`` from the run's tiny model in a temporary folder: its train log's step rows."""
+    with tempfile.TemporaryDirectory() as tmp:
+        training.train(subset, str(results / "models/tiny"), Path(tmp) / "ck", Path(tmp) / "log.parquet",
+                       Path(tmp) / "manifest.json", t, dataset, seed=seed)
+        return pd.read_parquet(Path(tmp) / "log.parquet").dropna(subset=["rollouts/generated"])
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", default="results-methods")
@@ -33,20 +49,14 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=2)
     a = p.parse_args()
     results = Path(a.results)
-    record = json.loads(next((results / "provenance/train").glob(f"*_{a.policy}_*s0_v-grpo.json")).read_text())
-    settings = json.loads(record["settings"]["settings"])
-    dataset = json.loads(record["settings"]["dataset"])
-    budget = next((results / "runs/tiny/framearith" / a.policy).glob("b*/s0/subset.parquet"))
+    settings, dataset, subset = recorded_arm(results, a.policy, "grpo")
     rows = []
     for rep in range(a.repeats):
         for method in methods.METHODS:
             t = Training.from_dict({**settings, "method": method, "max_steps": a.steps, "save_steps": a.steps})
-            with tempfile.TemporaryDirectory() as tmp:
-                start = time.perf_counter()
-                training.train(budget, str(results / "models/tiny"), Path(tmp) / "ck", Path(tmp) / "log.parquet",
-                               Path(tmp) / "manifest.json", t, dataset, seed=0)
-                wall = time.perf_counter() - start
-                log = pd.read_parquet(Path(tmp) / "log.parquet").dropna(subset=["rollouts/generated"])
+            start = time.perf_counter()
+            log = train_log(results, subset, t, dataset, seed=0)
+            wall = time.perf_counter() - start
             rows.append({"method": method, "repeat": rep, "wall_s_per_step": wall / a.steps,
                          "trl_step_time_s": log["step_time"].mean() if "step_time" in log else float("nan"),
                          "rollouts_per_step": log["rollouts/generated"].mean(),

@@ -94,12 +94,12 @@ def guide(trainer, inputs: list[dict], out: dict, generate: Generate) -> dict:
     if "ref_per_token_logps" in gout:  # the KL term is toward the reference on the unguided prompt
         gout["ref_per_token_logps"] = completion_logps(trainer, gout, reference=True)
     gout["guided"] = torch.ones_like(gout["advantages"])
-    dropped = set(placing.unmixed(gout["correct"].view(-1, num_generations).cpu().numpy())) if s["guidance_filter"] \
-        else set()
-    kept = [k for i, k in enumerate(groups) if i not in dropped]
-    keep = [i for i in range(len(out["advantages"])) if i // num_generations not in set(kept)]
-    taken = [j for i in range(len(groups)) if i not in dropped for j in range(i * num_generations,
-                                                                              (i + 1) * num_generations)]
+    unmixed = placing.unmixed(gout["correct"].view(-1, num_generations).cpu().numpy())
+    dropped = set(unmixed) if s["guidance_filter"] else set()
+    kept = [i for i in range(len(groups)) if i not in dropped]  # guided groups kept, by their index in ``groups``
+    replaced = {groups[i] for i in kept}  # the step's groups they replace
+    keep = [r for r in range(len(out["advantages"])) if r // num_generations not in replaced]
+    taken = [i * num_generations + j for i in kept for j in range(num_generations)]
     batch = take_rows([out, gout], [(0, keep), (1, taken)], pad_id(trainer))
     trainer.step_counts["guided_groups"] += len(groups)
     trainer.step_counts["guided_dropped"] += len(dropped)
