@@ -14,6 +14,7 @@ import pytest
 
 from conftest import TINY, edited_config
 from grpo_budget.aggregate import drift as drift_table
+from grpo_budget.aggregate import regime
 from grpo_budget.experiment import config, plan
 from grpo_budget.io import read_parquet
 
@@ -74,36 +75,82 @@ def test_the_drift_rule_runs_once_per_trained_arm_with_the_score_jobs_sampling(t
     assert f"{results}/runs/tiny/framearith/hard/b0.2/s0/v-G4/drift.parquet" in out.stdout
 
 
+# The regime map's CI form (configs/regime-map-cpu.yaml at the tiny config's size): the session's tiny run plus a
+# second base model of its task (another bootstrap seed: base-model luck, the map's spread at one competence), with
+# drift on. Its arms are the tiny run's two subsets, not its full arm (a map compares subsets of one budget).
+SECOND = "tiny_s1"
+MAP_POLICIES = ["hard", "random"]
+
+
+def map_config(out: Path, results: Path, drift: bool) -> Path:
+    tiny = config.load(TINY)["models"]["tiny"]
+    second = {"bootstrap": dict(tiny["bootstrap"], seed=1)}
+    return edited_config(TINY, out, results=str(results), models={"tiny": tiny, SECOND: second},
+                         policies=MAP_POLICIES, analysis={"drift": drift})
+
+
 @pytest.mark.slow
-@pytest.mark.tiny_reader
-def test_a_finished_run_that_turns_drift_on_runs_only_what_it_adds(tiny_run, tmp_path):
-    """The session's tiny run, copied: drift on adds the three drift jobs and the drift table (the aggregates
-    re-run: the run listing names the new files) and re-runs nothing else; each arm's subset is scored again at
-    its final checkpoint with the score job's K and the scoring's counts beside it, the table counts each file's
-    moves, and a second run does nothing. Off again, only the aggregates are re-made (the listing is the old
-    one again)."""
+@pytest.mark.beside
+def test_a_finished_run_that_adds_a_base_model_and_drift_runs_only_what_they_add_and_maps_both(tiny_run, tmp_path):
+    """The session's tiny run, copied, becomes a regime map of two base models: a second base model and drift added
+    run only their own jobs (the tiny model's arms are not trained again; its verification and the aggregates re-run,
+    as they read other files) and a second run does nothing. Each arm's subset is scored again at its final checkpoint with
+    the score job's K, the scoring's counts beside it, and the drift table counts each file's moves. The regime
+    table has a row per base model: its pool's profile from its own score table, its base accuracy, each arm's gain
+    (its final test accuracy over the base's, one seed) inside its interval and the tied-first arms; the figure is
+    written, the prediction says why two base models recommend nothing and ``recommend`` refuses. Drift off again
+    re-makes only the aggregates (the listing is the one without drift files)."""
     results = tmp_path / "results"
     shutil.copytree(tiny_run, results, symlinks=True)
-    on = edited_config(TINY, tmp_path / "on.yaml", results=str(results), analysis={"drift": True})
+    on = map_config(tmp_path / "on.yaml", results, drift=True)
     counts = planned(snakemake("-n", "--configfile", str(on)))
-    assert counts.pop("drift") == 3 and set(counts) <= {"summary", "table", "figure"}, counts
+    aggregates = {"summary", "table", "figure"}
+    # the second model's jobs and drift for all four arms; and tiny's verification, which scores the union of its
+    # arms' subsets, now without the full arm's
+    added = {"bootstrap_model": 1, "score": 1, "verify": 2, "evaluate_base": 1, "select": 2, "train": 2,
+             "evaluate": 2, "drift": 4}
+    assert {rule: n for rule, n in counts.items() if rule not in aggregates} == added, counts
     snakemake("--configfile", str(on))
     assert planned(snakemake("-n", "--configfile", str(on))) == {}
-    off = edited_config(TINY, tmp_path / "off.yaml", results=str(results))
-    assert set(planned(snakemake("-n", "--configfile", str(off)))) == {"summary", "table", "figure"}  # not the runs
+    off = map_config(tmp_path / "off.yaml", results, drift=False)
+    assert set(planned(snakemake("-n", "--configfile", str(off)))) == aggregates  # not the runs
 
-    scores = read_parquet(results / "scores/tiny/framearith.parquet", ["id", "n_samples", "n_correct"])
-    per_seed = pd.read_csv(results / "tables/drift.csv").set_index("policy")
-    for policy, budget in (("hard", "0.2"), ("random", "0.2"), ("full", "all")):
-        run = results / f"runs/tiny/framearith/{policy}/b{budget}/s0"
-        after = read_parquet(run / "drift.parquet")
-        subset = read_parquet(run / "subset.parquet", ["id"])
-        assert sorted(after["id"]) == sorted(subset["id"]) and after["paired"].all()
-        assert (after["step"] == 6).all()  # the final adapter (max_steps 6)
-        assert (after["n_samples"] == 4).all() and (after["n_samples_before"] == 4).all()  # K of the score job
-        before = scores.set_index("id").loc[after["id"]]
-        assert after["n_correct_before"].tolist() == before["n_correct"].tolist()
-        m = drift_table.transitions(scores, after)
-        assert per_seed.loc[policy, drift_table.TRANSITIONS].tolist() == list(drift_table.flat(m).values())
-        assert per_seed.loc[policy, "items"] == len(subset)
+    per_seed = pd.read_csv(results / "tables/drift.csv").set_index(["model", "policy"])
+    for model in ("tiny", SECOND):
+        scores = read_parquet(results / f"scores/{model}/framearith.parquet", ["id", "n_samples", "n_correct"])
+        for policy in MAP_POLICIES:
+            run = results / f"runs/{model}/framearith/{policy}/b0.2/s0"
+            after = read_parquet(run / "drift.parquet")
+            subset = read_parquet(run / "subset.parquet", ["id"])
+            assert sorted(after["id"]) == sorted(subset["id"]) and after["paired"].all()
+            assert (after["step"] == 6).all()  # the final adapter (max_steps 6)
+            assert (after["n_samples"] == 4).all() and (after["n_samples_before"] == 4).all()  # K of the score job
+            before = scores.set_index("id").loc[after["id"]]
+            assert after["n_correct_before"].tolist() == before["n_correct"].tolist()
+            m = drift_table.transitions(scores, after)
+            assert per_seed.loc[(model, policy), drift_table.TRANSITIONS].tolist() == list(drift_table.flat(m).values())
+            assert per_seed.loc[(model, policy), "items"] == len(subset)
     assert (results / "tables/drift.md").read_text().startswith("# Drift: how training moved each arm's items")
+
+    the_map = pd.read_csv(results / "tables/regime.csv").set_index("model")
+    assert sorted(the_map.index) == ["tiny", SECOND] and (the_map["budget"].astype(str) == "0.2").all()
+    listing = plan.listing(config.load(on))
+    base = {b.model: read_parquet(b.path)["accuracy"].mean() for b in listing.base}
+    for model, row in the_map.iterrows():
+        profile = regime.profile(read_parquet(results / f"scores/{model}/framearith.parquet"))
+        assert (row.pool_items, row.pool_mean, row.share_zero) == pytest.approx(
+            (profile["pool_items"], profile["pool_mean"], profile["share_zero"]))
+        assert row.share_zero + row.share_mixed + row.share_one == pytest.approx(1.0)
+        assert row.base_acc == pytest.approx(base[model])
+        for r in (r for r in listing.runs if r.model == model):
+            final = read_parquet(r.evals["framearith"])
+            final = final[final["step"] == final["step"].max()]["accuracy"].mean()
+            assert row[f"gain_{r.policy}"] == pytest.approx(100 * (final - base[model]))  # one seed: its own gain
+            assert row[f"gain_{r.policy}_lo"] <= row[f"gain_{r.policy}"] <= row[f"gain_{r.policy}_hi"]
+        assert row["first"] and set(row["first"].split()) <= set(MAP_POLICIES)
+    assert (results / "figures/gain_vs_competence.png").read_bytes()[:4] == b"\x89PNG"
+    assert "validated on 2 base model(s); it needs 3" in (results / "tables/prediction.md").read_text()
+    out = subprocess.run([sys.executable, "-m", "grpo_budget.cli", "recommend", "--configfile", str(on), "--model",
+                          SECOND], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "cannot recommend yet" in out.stdout and "validated on 2 base model(s); it needs 3" in out.stdout

@@ -53,7 +53,7 @@ def moved(tiny_run, tmp_path) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.tiny_reader
+@pytest.mark.beside
 def test_a_moved_folder_reruns_nothing_and_other_configs_change_nothing_it_decides(moved, tmp_path):
     args = ("-n", "--configfile", str(TINY), "--config", f"results={moved}")
     assert planned(snakemake(*args)) == {}  # moved: nothing re-runs (paths are recorded relative to the folder)
@@ -80,7 +80,7 @@ def test_a_moved_folder_reruns_nothing_and_other_configs_change_nothing_it_decid
 
 
 @pytest.mark.slow
-@pytest.mark.tiny_reader
+@pytest.mark.beside
 def test_unknown_records_and_missing_outputs_rerun_with_a_line_saying_why(moved, tiny_run):
     args = ("-n", "--configfile", str(TINY), "--config", f"results={moved}")
     shutil.rmtree(moved / "provenance" / "train")
@@ -105,7 +105,7 @@ def test_unknown_records_and_missing_outputs_rerun_with_a_line_saying_why(moved,
 
 
 @pytest.mark.slow
-@pytest.mark.tiny_reader
+@pytest.mark.beside
 def test_a_controller_killed_with_sigkill_leaves_one_trainer_per_arm(moved):
     """kill -9 of the controller while an arm trains: the trainer keeps running (held here with SIGSTOP so that
     the test does not race it); the next run, after `snakemake --unlock`, does not start a second trainer on the
@@ -214,7 +214,7 @@ def test_a_copy_evaluates_its_own_checkpoints_and_a_moved_folder_re_evaluates_wi
 
 
 @pytest.mark.slow
-@pytest.mark.tiny_reader
+@pytest.mark.beside
 def test_a_damaged_intermediate_kept_with_its_time_is_rebuilt_with_a_line_saying_why(moved):
     """An evaluation table cut short and a manifest overwritten, each with its time kept (a copy interrupted, a disk
     error): the plain command said "Nothing to be done", and only the job that read them later failed. Their
@@ -236,7 +236,7 @@ def test_a_damaged_intermediate_kept_with_its_time_is_rebuilt_with_a_line_saying
 
 
 @pytest.mark.slow
-@pytest.mark.tiny_reader
+@pytest.mark.beside
 def test_a_report_during_a_run_is_refused_and_a_read_only_folder_is_named(moved, tmp_path):
     """snakemake --report while a run holds the folder packed the previous run's tables without a word: refused,
     naming the run. A run on a read-only folder (a real read-only bind mount, in a user and mount namespace) got
