@@ -46,10 +46,6 @@ def start_vllm_run(python: str, transformers_run: Path, wheel: Path, tmp_path_fa
     VLLM_RUN.update(results=results, proc=start_snakemake(python, *smollm2_args(results, wheel, "backend=vllm")))
 
 
-# CI runs these in its second session, beside the workflow runs of the first (.ci/run, docs/testing.md).
-pytestmark = pytest.mark.beside
-
-
 @pytest.fixture(scope="session")
 def smollm2_run(tmp_path_factory, smollm2_wheel, shared_data):
     """The config on the transformers backend. Where the vLLM environment exists, the vLLM run (below) starts beside
