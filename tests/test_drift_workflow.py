@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from conftest import TINY, edited_config
+from grpo_budget import cli
 from grpo_budget.aggregate import drift as drift_table
 from grpo_budget.aggregate import regime
 from grpo_budget.experiment import config, plan
@@ -91,11 +92,13 @@ def map_config(out: Path, results: Path, drift: bool) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.beside
-def test_a_finished_run_that_adds_a_base_model_and_drift_runs_only_what_they_add_and_maps_both(tiny_run, tmp_path):
+def test_a_finished_run_that_adds_a_base_model_and_drift_runs_only_what_they_add_and_maps_both(
+        tiny_run, tmp_path, capsys):
     """The session's tiny run, copied, becomes a regime map of two base models: a second base model and drift added
     run only their own jobs (the tiny model's arms are not trained again; its verification and the aggregates re-run,
-    as they read other files) and a second run does nothing. Each arm's subset is scored again at its final checkpoint with
-    the score job's K, the scoring's counts beside it, and the drift table counts each file's moves. The regime
+    as they read other files) and a second run does nothing. Each arm's subset is scored again at its final
+    checkpoint with the score job's K, the scoring's counts beside it, and the drift table counts each file's moves.
+    The regime
     table has a row per base model: its pool's profile from its own score table, its base accuracy, each arm's gain
     (its final test accuracy over the base's, one seed) inside its interval and the tied-first arms; the figure is
     written, the prediction says why two base models recommend nothing and ``recommend`` refuses. Drift off again
@@ -116,8 +119,8 @@ def test_a_finished_run_that_adds_a_base_model_and_drift_runs_only_what_they_add
     assert set(planned(snakemake("-n", "--configfile", str(off)))) == aggregates  # not the runs
 
     per_seed = pd.read_csv(results / "tables/drift.csv").set_index(["model", "policy"])
-    for model in ("tiny", SECOND):
-        scores = read_parquet(results / f"scores/{model}/framearith.parquet", ["id", "n_samples", "n_correct"])
+    pools = {model: read_parquet(results / f"scores/{model}/framearith.parquet") for model in ("tiny", SECOND)}
+    for model, scores in pools.items():
         for policy in MAP_POLICIES:
             run = results / f"runs/{model}/framearith/{policy}/b0.2/s0"
             after = read_parquet(run / "drift.parquet")
@@ -137,7 +140,7 @@ def test_a_finished_run_that_adds_a_base_model_and_drift_runs_only_what_they_add
     listing = plan.listing(config.load(on))
     base = {b.model: read_parquet(b.path)["accuracy"].mean() for b in listing.base}
     for model, row in the_map.iterrows():
-        profile = regime.profile(read_parquet(results / f"scores/{model}/framearith.parquet"))
+        profile = regime.profile(pools[model])
         assert (row.pool_items, row.pool_mean, row.share_zero) == pytest.approx(
             (profile["pool_items"], profile["pool_mean"], profile["share_zero"]))
         assert row.share_zero + row.share_mixed + row.share_one == pytest.approx(1.0)
@@ -150,7 +153,8 @@ def test_a_finished_run_that_adds_a_base_model_and_drift_runs_only_what_they_add
         assert row["first"] and set(row["first"].split()) <= set(MAP_POLICIES)
     assert (results / "figures/gain_vs_competence.png").read_bytes()[:4] == b"\x89PNG"
     assert "validated on 2 base model(s); it needs 3" in (results / "tables/prediction.md").read_text()
-    out = subprocess.run([sys.executable, "-m", "grpo_budget.cli", "recommend", "--configfile", str(on), "--model",
-                          SECOND], cwd=ROOT, capture_output=True, text=True)
-    assert out.returncode == 1, out.stdout + out.stderr
-    assert "cannot recommend yet" in out.stdout and "validated on 2 base model(s); it needs 3" in out.stdout
+    with pytest.raises(SystemExit) as stop:  # as tests/aggregate/test_recommend.py calls it
+        cli.main(["recommend", "--configfile", str(on), "--model", SECOND])
+    out = capsys.readouterr().out
+    assert stop.value.code == 1, out
+    assert "cannot recommend yet" in out and "validated on 2 base model(s); it needs 3" in out
